@@ -1,0 +1,8 @@
+"""rlvr_lab: a JAX toolkit to analyse RLVR algorithms (GRPO family and 2025 follow-ups).
+
+An RLVR step is a pipeline of small pure functions — pick prompts, allocate rollouts, sample,
+reward, advantage, loss, update — and each module holds one stage.
+"""
+from rlvr_lab import advantages, losses, metrics, theory  # noqa: F401
+
+__version__ = "0.1.0"

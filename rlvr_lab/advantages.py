@@ -1,0 +1,201 @@
+"""Group advantage estimators for outcome rewards.
+
+Every estimator takes ``rewards`` of shape ``[B, G]`` (B prompts, G rollouts each) and an
+optional boolean ``mask`` of the same shape marking valid rollouts (variable group sizes,
+groups dropped by a filter). Results have the dtype of ``rewards``; masked entries are 0.
+A group with fewer than two valid rollouts carries no relative signal and gets advantage 0
+(verl instead uses mean 0 / std 1 for a lone rollout, i.e. A = r; we keep the group-relative
+meaning: no comparison, no update).
+
+All functions are pure and jittable, in float32 and float64.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from rlvr_lab._registry import Registry, check_choice
+
+_REGISTRY: Registry = Registry("advantage estimator")
+
+
+class Advantages(NamedTuple):
+    """Uniform output of :func:`compute`: advantages and which rollouts enter the loss."""
+
+    adv: jnp.ndarray
+    keep: jnp.ndarray
+
+
+def _prepare(rewards, mask):
+    rewards = jnp.asarray(rewards)
+    if not jnp.issubdtype(rewards.dtype, jnp.floating):
+        rewards = rewards.astype(jnp.float32)
+    if rewards.ndim != 2:
+        raise ValueError(f"rewards must have shape [B, G]; got shape {rewards.shape}")
+    if mask is None:
+        mask = jnp.ones(rewards.shape, dtype=bool)
+    else:
+        mask = jnp.asarray(mask, dtype=bool)
+        if mask.shape != rewards.shape:
+            raise ValueError(f"mask shape {mask.shape} does not match rewards shape {rewards.shape}")
+    return rewards, mask
+
+
+def _group_stats(rewards, mask):
+    """Masked group count, mean and sample std (ddof=1); safe for empty groups."""
+    m = mask.astype(rewards.dtype)
+    n = m.sum(-1, keepdims=True)
+    mean = (rewards * m).sum(-1, keepdims=True) / jnp.maximum(n, 1)
+    dev = (rewards - mean) * m
+    var = (dev * dev).sum(-1, keepdims=True) / jnp.maximum(n - 1, 1)
+    return n, mean, jnp.sqrt(var)
+
+
+def _batch_std(values, mask):
+    m = mask.astype(values.dtype)
+    n = m.sum()
+    mean = (values * m).sum() / jnp.maximum(n, 1)
+    dev = (values - mean) * m
+    return jnp.sqrt((dev * dev).sum() / jnp.maximum(n - 1, 1)), mean
+
+
+def _finish(adv, n, mask):
+    """Zero masked entries and groups with fewer than two valid rollouts."""
+    return jnp.where(mask & (n >= 2), adv, jnp.zeros_like(adv))
+
+
+@_REGISTRY.register("grpo")
+def grpo(rewards, mask=None, *, scale: str = "std", eps: float = 1e-6):
+    """GRPO: ``(r - group mean) / (scale + eps)``.
+
+    scale: ``"std"`` the group's sample std (ddof=1, as verl and TRL); ``"none"`` no scaling
+    (Dr.GRPO); ``"batch"`` the sample std of all valid rewards in the batch (TRL
+    ``scale_rewards="batch"``).
+    """
+    check_choice("scale", scale, ("std", "none", "batch"))
+    rewards, mask = _prepare(rewards, mask)
+    n, mean, std = _group_stats(rewards, mask)
+    centred = rewards - mean
+    if scale == "std":
+        adv = centred / (std + eps)
+    elif scale == "batch":
+        adv = centred / (_batch_std(rewards, mask)[0] + eps)
+    else:
+        adv = centred
+    return _finish(adv, n, mask)
+
+
+@_REGISTRY.register("dr_grpo")
+def dr_grpo(rewards, mask=None):
+    """Dr.GRPO: ``r - group mean`` (no std scaling); equals ``grpo(scale="none")``."""
+    return grpo(rewards, mask, scale="none")
+
+
+@_REGISTRY.register("rloo")
+def rloo(rewards, mask=None):
+    """RLOO: ``r_i - mean_{j != i} r_j = G/(G-1) * (r_i - group mean)`` over valid rollouts."""
+    rewards, mask = _prepare(rewards, mask)
+    n, mean, _ = _group_stats(rewards, mask)
+    adv = (rewards - mean) * n / jnp.maximum(n - 1, 1)
+    return _finish(adv, n, mask)
+
+
+@_REGISTRY.register("reinforce_pp_baseline")
+def reinforce_pp_baseline(rewards, mask=None, *, eps: float = 1e-8):
+    """REINFORCE++-baseline: centre by the group mean, then whiten over the whole batch.
+
+    Whitening is verl's ``masked_whiten``: ``(a - mean_batch) / sqrt(var_batch + eps)`` with
+    the unbiased variance over valid rollouts that belong to groups of at least two (verl
+    whitens over tokens, i.e. weights each rollout by its length; here one rollout = one entry).
+    """
+    rewards, mask = _prepare(rewards, mask)
+    n, mean, _ = _group_stats(rewards, mask)
+    valid = mask & (n >= 2)
+    centred = jnp.where(valid, rewards - mean, 0)
+    m = valid.astype(rewards.dtype)
+    count = m.sum()
+    bmean = (centred * m).sum() / jnp.maximum(count, 1)
+    dev = (centred - bmean) * m
+    var = (dev * dev).sum() / jnp.maximum(count - 1, 1)
+    adv = (centred - bmean) / jnp.sqrt(var + eps)
+    return jnp.where(valid, adv, jnp.zeros_like(adv))
+
+
+def lower_median(values, mask):
+    """Lower median of the valid entries of each row (``torch.median`` convention).
+
+    Rows without a valid entry give 0.
+    """
+    big = jnp.finfo(values.dtype).max
+    n = mask.sum(-1)
+    ordered = jnp.sort(jnp.where(mask, values, big), axis=-1)
+    idx = jnp.maximum((n - 1) // 2, 0)
+    med = jnp.take_along_axis(ordered, idx[:, None], axis=-1)
+    return jnp.where(n[:, None] > 0, med, jnp.zeros_like(med))
+
+
+def mc_grpo(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3):
+    """MC-GRPO: median-centred advantages on groups of G+1 rollouts.
+
+    ``m`` is the lower median of each group's valid rewards. The pivot is the first valid
+    index whose reward equals ``m``; it is excluded from backpropagation so G rollouts
+    contribute, as in plain G-rollout GRPO. Other rollouts tied with ``m`` keep A=0.
+
+    scale: ``"mad"`` ``(r - m) / (median|r - m| + eps)`` as the authors' code (with binary
+    rewards and an odd group the MAD is 0, so the minority side gets |A| = 1/eps);
+    ``"std"`` ``(r - m) / (sample std + eps)``; ``"none"`` ``r - m``.
+
+    Returns ``(adv [B, G+1], keep [B, G+1])``; ``keep`` is False at the pivot and at masked
+    entries. Groups with fewer than two valid rollouts get A=0.
+    """
+    check_choice("scale", scale, ("mad", "std", "none"))
+    rewards, mask = _prepare(rewards, mask)
+    med = lower_median(rewards, mask)
+    is_med = mask & (rewards == med)
+    first = jnp.argmax(is_med, axis=-1)
+    pivot = (jnp.arange(rewards.shape[-1])[None, :] == first[:, None]) & is_med
+    centred = rewards - med
+    n, _, std = _group_stats(rewards, mask)
+    if scale == "mad":
+        adv = centred / (lower_median(jnp.abs(centred), mask) + eps)
+    elif scale == "std":
+        adv = centred / (std + eps)
+    else:
+        adv = centred
+    adv = _finish(adv, n, mask)
+    keep = mask & ~pivot
+    return adv, keep
+
+
+_REGISTRY.register("mc_grpo", mc_grpo)
+
+
+def get(name: str):
+    """The estimator registered under ``name``; ValueError listing valid names otherwise."""
+    return _REGISTRY.get(name)
+
+
+def names() -> list[str]:
+    """Names of all registered estimators."""
+    return _REGISTRY.names()
+
+
+def register(name: str, fn=None):
+    """Register a new estimator ``fn(rewards, mask=None, **kw)`` (usable as a decorator).
+
+    Return either the advantages or ``(adv, keep)`` like :func:`mc_grpo`.
+    """
+    return _REGISTRY.register(name, fn)
+
+
+def compute(name: str, rewards, mask=None, **kwargs) -> Advantages:
+    """Run a registered estimator and return ``Advantages(adv, keep)`` uniformly.
+
+    ``keep`` marks rollouts that enter the loss: the mask, minus the pivot for ``mc_grpo``.
+    """
+    out = get(name)(rewards, mask, **kwargs)
+    if isinstance(out, tuple):
+        return Advantages(*out)
+    rewards, mask = _prepare(rewards, mask)
+    return Advantages(out, mask)

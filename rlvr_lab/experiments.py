@@ -1,0 +1,399 @@
+"""Experiment and claim registry, and the runner behind ``rlvr-lab run`` / ``reproduce``.
+
+A paper reproduction registers experiments with :func:`experiment`::
+
+    @experiment("grpo_family", paper="GRPO", claims=("rloo_equals_scaled_dr_grpo", ...))
+    def run(ctx: Context) -> list[Claim]:
+        ...                      # compute, ctx.save_figure(fig, "name"), ctx.save_table(df, "name")
+        return [claim(...), ...]
+
+Every claim's ``measured`` value is computed in the run and compared with a stated criterion.
+The runner writes each experiment's result JSON, tables and figures atomically (temporary file
++ rename) and, on a rerun, skips an experiment whose result exists for the same config hash
+(experiment, quick flag, seeds, and the source of the library and of the experiment module),
+so an interrupted ``reproduce`` loses nothing that finished.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import inspect
+import json
+import math
+import os
+import pkgutil
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pandas as pd
+
+from rlvr_lab import plotting
+from rlvr_lab._registry import Registry
+
+CLAIM_COLUMNS = ("experiment", "paper", "claim", "statement", "paper_value", "measured",
+                 "criterion", "passed", "reason")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One paper claim tested in one run.
+
+    ``passed`` is True/False from the stated ``criterion`` applied to ``measured``; None means
+    it could not be evaluated in this run (the ``reason`` says why).
+    """
+
+    id: str
+    paper: str
+    statement: str
+    paper_value: str
+    measured: float | str
+    criterion: str
+    passed: bool | None
+    reason: str = ""
+    experiment: str = ""
+
+    def row(self) -> dict:
+        measured = self.measured
+        if isinstance(measured, float):
+            measured = float(f"{measured:.6g}")
+        return {"experiment": self.experiment, "paper": self.paper, "claim": self.id,
+                "statement": self.statement, "paper_value": self.paper_value,
+                "measured": measured, "criterion": self.criterion,
+                "passed": self.passed, "reason": self.reason}
+
+    @property
+    def status(self) -> str:
+        return {True: "pass", False: "FAIL", None: "not evaluated"}[self.passed]
+
+
+def claim(id: str, statement: str, measured, passed, criterion: str, *, paper: str = "",
+          paper_value: str = "", reason: str = "") -> Claim:
+    """Build a :class:`Claim`; ``measured`` may be a number or text, ``passed`` a bool-like.
+
+    A non-finite measured number fails the claim (it cannot satisfy a criterion).
+    """
+    if hasattr(measured, "item"):
+        measured = measured.item()
+    if isinstance(measured, (int, float)) and not isinstance(measured, bool):
+        measured = float(measured)
+        if not math.isfinite(measured):
+            passed, reason = False, reason or "measured value is not finite"
+    if passed is not None:
+        passed = bool(passed)
+    return Claim(id=id, paper=paper, statement=statement, paper_value=paper_value,
+                 measured=measured, criterion=criterion, passed=passed, reason=reason)
+
+
+@dataclass
+class Context:
+    """What an experiment gets: run mode, seed count, output folder, a PRNG seed."""
+
+    name: str
+    quick: bool
+    seeds: int
+    out_dir: Path
+    seed: int = 0
+    figures: list = field(default_factory=list)
+    tables: list = field(default_factory=list)
+
+    def key(self, salt: int = 0):
+        """A typed ``jax.random.key`` derived from the run seed (and an optional salt)."""
+        import jax
+        return jax.random.fold_in(jax.random.key(self.seed), salt)
+
+    def save_figure(self, fig, name: str) -> list[Path]:
+        paths = plotting.save_figure(fig, name, out_dir=self.out_dir)
+        self.figures.append(name)
+        return paths
+
+    def save_table(self, df: pd.DataFrame, name: str) -> Path:
+        path = self.out_dir / "data" / f"{name}.csv"
+        atomic_write_text(path, df.to_csv(index=False))
+        self.tables.append(name)
+        return path
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    paper: str
+    claims: tuple[str, ...]
+    fn: Callable[[Context], list[Claim]]
+    description: str = ""
+    default_seeds: int = 16
+    quick_seeds: int = 4
+
+    @property
+    def module_file(self) -> str:
+        return inspect.getsourcefile(self.fn) or ""
+
+
+@dataclass
+class Result:
+    experiment: str
+    paper: str
+    claims: list[Claim]
+    figures: list[str]
+    tables: list[str]
+    seconds: float
+    config_hash: str
+    skipped: bool = False
+    error: str = ""
+
+    def claims_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([c.row() for c in self.claims], columns=list(CLAIM_COLUMNS))
+
+
+_EXPERIMENTS: Registry = Registry("experiment")
+
+
+def experiment(name: str, *, paper: str, claims: Iterable[str], default_seeds: int = 16,
+               quick_seeds: int = 4, description: str = ""):
+    """Decorator registering ``fn(ctx) -> list[Claim]`` as an experiment."""
+
+    def deco(fn):
+        doc = description or (inspect.getdoc(fn) or "").split("\n\n")[0]
+        _EXPERIMENTS.register(name, Experiment(
+            name=name, paper=paper, claims=tuple(claims), fn=fn, description=doc,
+            default_seeds=default_seeds, quick_seeds=quick_seeds))
+        return fn
+
+    return deco
+
+
+_LOADED = False
+
+
+def load_all() -> None:
+    """Import every module of the ``simulations`` package so their experiments register."""
+    global _LOADED
+    if _LOADED:
+        return
+    import simulations
+    for info in sorted(pkgutil.iter_modules(simulations.__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"simulations.{info.name}")
+    _LOADED = True
+
+
+def registry() -> dict[str, Experiment]:
+    load_all()
+    return {n: _EXPERIMENTS.get(n) for n in _EXPERIMENTS.names()}
+
+
+def get(name: str) -> Experiment:
+    load_all()
+    return _EXPERIMENTS.get(name)
+
+
+def names() -> list[str]:
+    load_all()
+    return _EXPERIMENTS.names()
+
+
+def papers() -> list[str]:
+    return sorted({e.paper for e in registry().values()})
+
+
+# ----------------------------------------------------------------------------- files
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _source_digest(exp: Experiment) -> str:
+    h = hashlib.sha256()
+    lib = Path(__file__).resolve().parent
+    files = sorted(lib.rglob("*.py"))
+    if exp.module_file:
+        files.append(Path(exp.module_file))
+    for f in files:
+        h.update(str(f.relative_to(f.parents[1]) if len(f.parents) > 1 else f).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def config_hash(exp: Experiment, *, quick: bool, seeds: int, seed: int = 0) -> str:
+    payload = json.dumps({"name": exp.name, "quick": quick, "seeds": seeds, "seed": seed,
+                          "source": _source_digest(exp)}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def default_out_dir(quick: bool) -> Path:
+    base = plotting.figures_dir()
+    return base / "quick" if quick else base
+
+
+def _result_path(out_dir: Path, name: str) -> Path:
+    return Path(out_dir) / "results" / f"{name}.json"
+
+
+def _load_result(path: Path, chash: str, out_dir: Path) -> Result | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("config_hash") != chash or data.get("error"):
+        return None
+    if not all((out_dir / f"{f}.png").exists() for f in data.get("figures", [])):
+        return None
+    claims = [Claim(**{k: c[k] for k in c if k in {f.name for f in dataclasses.fields(Claim)}})
+              for c in data["claims"]]
+    return Result(experiment=data["experiment"], paper=data["paper"], claims=claims,
+                  figures=data["figures"], tables=data.get("tables", []),
+                  seconds=data["seconds"], config_hash=chash, skipped=True)
+
+
+def run(name: str, *, quick: bool = False, seeds: int | None = None,
+        out_dir: str | Path | None = None, force: bool = False, seed: int = 0,
+        catch: bool = False) -> Result:
+    """Run one experiment (or reuse its stored result for the same config hash).
+
+    ``quick`` uses small settings; ``seeds`` defaults to the experiment's quick or full count.
+    With ``catch=True`` an exception is recorded in ``Result.error`` instead of raised.
+    """
+    exp = get(name)
+    if seeds is None:
+        seeds = exp.quick_seeds if quick else exp.default_seeds
+    out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
+    chash = config_hash(exp, quick=quick, seeds=seeds, seed=seed)
+    path = _result_path(out, name)
+    if not force:
+        cached = _load_result(path, chash, out)
+        if cached is not None:
+            return cached
+    ctx = Context(name=name, quick=quick, seeds=seeds, out_dir=out, seed=seed)
+    start = time.perf_counter()
+    error = ""
+    try:
+        with plotting.house_style():
+            claims = list(exp.fn(ctx))
+    except Exception:
+        if not catch:
+            raise
+        error = traceback.format_exc(limit=-3)
+        claims = [Claim(id=c, paper=exp.paper, statement="experiment failed", paper_value="",
+                        measured="", criterion="", passed=False,
+                        reason=error.strip().splitlines()[-1]) for c in exp.claims]
+    seconds = time.perf_counter() - start
+    claims = [dataclasses.replace(c, experiment=name, paper=c.paper or exp.paper)
+              for c in claims]
+    declared, got = set(exp.claims), {c.id for c in claims}
+    if not error and declared != got:
+        raise RuntimeError(f"experiment {name!r} declared claims {sorted(declared)} "
+                           f"but returned {sorted(got)}")
+    result = Result(experiment=name, paper=exp.paper, claims=claims, figures=ctx.figures,
+                    tables=ctx.tables, seconds=seconds, config_hash=chash, error=error)
+    atomic_write_text(path, json.dumps({
+        "experiment": name, "paper": exp.paper, "config_hash": chash, "quick": quick,
+        "seeds": seeds, "seconds": seconds, "figures": ctx.figures, "tables": ctx.tables,
+        "error": error, "claims": [dataclasses.asdict(c) for c in claims]}, indent=1))
+    return result
+
+
+# ----------------------------------------------------------------------------- claims table
+def claims_frame(results: Iterable[Result]) -> pd.DataFrame:
+    rows = [c.row() for r in results for c in r.claims]
+    return pd.DataFrame(rows, columns=list(CLAIM_COLUMNS))
+
+
+def _md_cell(value) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def claims_markdown(df: pd.DataFrame, *, quick: bool) -> str:
+    status = df["passed"].map({True: "pass", False: "**FAIL**"}).fillna("not evaluated")
+    lines = ["# Claims", "",
+             f"Generated by `rlvr-lab reproduce{' --quick' if quick else ''}`; every measured "
+             "value is computed in that run. A failing claim is a result, not a bug: the "
+             "reason column says why.", "",
+             f"{int((df['passed'] == True).sum())} pass, "  # noqa: E712
+             f"{int((df['passed'] == False).sum())} fail, "  # noqa: E712
+             f"{int(df['passed'].isna().sum())} not evaluated.", "",
+             "| experiment | paper | claim | statement | paper | measured | criterion | status "
+             "| reason |", "|---|---|---|---|---|---|---|---|---|"]
+    for (_, r), s in zip(df.iterrows(), status):
+        lines.append("| " + " | ".join(_md_cell(v) for v in (
+            r.experiment, r.paper, r.claim, r.statement, r.paper_value, r.measured,
+            r.criterion, s, r.reason)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_claims(results: list[Result], out_dir: Path, *, quick: bool) -> pd.DataFrame:
+    df = claims_frame(results)
+    atomic_write_text(Path(out_dir) / "claims.csv", df.to_csv(index=False))
+    atomic_write_text(Path(out_dir) / "CLAIMS.md", claims_markdown(df, quick=quick))
+    return df
+
+
+def select(only: str | None = None) -> list[str]:
+    """Experiment names, optionally only those of one paper (case-insensitive)."""
+    reg = registry()
+    if only is None:
+        return sorted(reg)
+    by_paper = {p.lower(): p for p in papers()}
+    if only.lower() not in by_paper:
+        raise ValueError(f"unknown paper {only!r}; valid: {', '.join(papers())}")
+    return sorted(n for n, e in reg.items() if e.paper == by_paper[only.lower()])
+
+
+def reproduce(*, quick: bool = False, only: str | None = None,
+              out_dir: str | Path | None = None, progress: bool = True,
+              force: bool = False) -> tuple[list[Result], pd.DataFrame]:
+    """Run (or reuse) every selected experiment and write claims.csv and CLAIMS.md."""
+    from tqdm.auto import tqdm
+
+    names_ = select(only)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
+    results = []
+    bar = tqdm(names_, desc="reproduce", unit="exp", disable=not progress)
+    for name in bar:
+        bar.set_postfix_str(name)
+        results.append(run(name, quick=quick, out_dir=out, force=force, catch=True))
+    if only is not None:  # keep the other papers' rows of an earlier full table
+        results = _merge_previous(out, results)
+    return results, write_claims(results, out, quick=quick)
+
+
+def _merge_previous(out: Path, results: list[Result]) -> list[Result]:
+    done = {r.experiment for r in results}
+    merged = list(results)
+    for name in names():
+        if name in done:
+            continue
+        path = _result_path(out, name)
+        if path.exists():
+            data = json.loads(path.read_text())
+            claims = [Claim(**{k: c[k] for k in c if k in {f.name for f in
+                                                           dataclasses.fields(Claim)}})
+                      for c in data["claims"]]
+            merged.append(Result(name, data["paper"], claims, data["figures"],
+                                 data.get("tables", []), data["seconds"],
+                                 data["config_hash"], skipped=True, error=data.get("error", "")))
+    return sorted(merged, key=lambda r: r.experiment)
+
+
+def format_table(df: pd.DataFrame) -> str:
+    """A plain-text claims table for the terminal."""
+    if df.empty:
+        return "(no claims)"
+    status = df["passed"].map({True: "pass", False: "FAIL"}).fillna("n/a")
+    show = pd.DataFrame({"experiment": df["experiment"], "claim": df["claim"],
+                         "measured": df["measured"], "criterion": df["criterion"],
+                         "status": status})
+    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
+        return show.to_string(index=False)

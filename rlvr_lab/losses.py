@@ -1,0 +1,230 @@
+"""Per-token policy losses, loss aggregation, KL estimators and rollout corrections.
+
+Shapes: ``log_prob``, ``old_log_prob``: ``[B, T]`` per-token log-probabilities of the sampled
+tokens under the current and the behaviour (old) policy; ``advantages``: ``[B, T]`` or
+``[B, 1]`` (an outcome advantage broadcast over the tokens); ``mask``: ``[B, T]`` bool of
+valid tokens. Policy losses return the per-token loss ``[B, T]`` (to be *minimised*);
+combine it with :func:`aggregate`. Masked tokens are not zeroed by the loss functions —
+:func:`aggregate` applies the mask.
+
+Every function is pure and jittable in float32 and float64.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rlvr_lab._registry import Registry, check_choice
+
+_POLICY: Registry = Registry("policy loss")
+_KL: Registry = Registry("KL estimator")
+
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
+
+def _mask_like(x, mask):
+    return jnp.ones(x.shape, dtype=bool) if mask is None else jnp.asarray(mask, dtype=bool)
+
+
+# ----------------------------------------------------------------------------- aggregation
+def aggregate(token_loss, mask, mode: str = "token-mean"):
+    """Reduce a per-token loss ``[B, T]`` to a scalar (``loss_agg_mode`` of verl/TRL).
+
+    - ``"token-mean"``: ``sum(l*m) / sum(m)`` (DAPO; TRL "dapo"/"bnpo");
+    - ``"seq-mean-token-mean"``: ``mean_b(sum_t l*m / sum_t m)`` (original GRPO); rows with no
+      valid token are left out of the mean over b (as verl does);
+    - ``"seq-mean-token-sum"``: ``mean_b(sum_t l*m)``;
+    - ``"seq-mean-token-sum-norm"``: ``sum(l*m) / (B*T)`` (Dr.GRPO, constant normaliser).
+
+    A fully masked batch gives 0.
+    """
+    check_choice("loss_agg_mode", mode, AGG_MODES)
+    token_loss = jnp.asarray(token_loss)
+    if token_loss.ndim != 2:
+        raise ValueError(f"token_loss must have shape [B, T]; got shape {token_loss.shape}")
+    m = _mask_like(token_loss, mask)
+    if m.shape != token_loss.shape:
+        raise ValueError(f"mask shape {m.shape} does not match token_loss shape {token_loss.shape}")
+    mf = m.astype(token_loss.dtype)
+    masked = jnp.where(m, token_loss, 0)
+    rows = masked.sum(-1)
+    if mode == "token-mean":
+        return masked.sum() / jnp.maximum(mf.sum(), 1)
+    if mode == "seq-mean-token-mean":
+        count = mf.sum(-1)
+        has = count > 0
+        per_seq = jnp.where(has, rows / jnp.maximum(count, 1), 0)
+        return per_seq.sum() / jnp.maximum(has.sum(), 1).astype(token_loss.dtype)
+    if mode == "seq-mean-token-sum":
+        return rows.mean()
+    batch, length = token_loss.shape
+    return masked.sum() / (batch * length)
+
+
+def masked_mean(x, mask=None):
+    """Mean of ``x`` over valid entries; 0 when none is valid."""
+    x = jnp.asarray(x)
+    m = _mask_like(x, mask).astype(x.dtype)
+    return (x * m).sum() / jnp.maximum(m.sum(), 1)
+
+
+# ----------------------------------------------------------------------------- policy losses
+def ratio(log_prob, old_log_prob):
+    """Importance ratio ``pi_theta / pi_old`` per token."""
+    return jnp.exp(log_prob - old_log_prob)
+
+
+def is_clipped(log_prob, old_log_prob, advantages, *, epsilon=0.2, epsilon_high=None):
+    """Where PPO's clip is active (the clipped surrogate is the larger loss), as verl counts it."""
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    rho = ratio(log_prob, old_log_prob)
+    adv = jnp.broadcast_to(advantages, rho.shape)
+    return -adv * jnp.clip(rho, 1 - epsilon, 1 + eps_high) > -adv * rho
+
+
+@_POLICY.register("pg")
+def pg(log_prob, old_log_prob=None, advantages=None, mask=None):
+    """Vanilla REINFORCE: ``-A * log pi_theta`` (the behaviour policy is not used)."""
+    return -jnp.broadcast_to(advantages, jnp.shape(log_prob)) * log_prob
+
+
+@_POLICY.register("ppo_clip")
+def ppo_clip(log_prob, old_log_prob, advantages, mask=None, *, epsilon=0.2, epsilon_high=None,
+             clip_ratio_c=None, dual_clip=None):
+    """PPO clipped surrogate ``-min(rho*A, clip(rho, 1-eps, 1+eps_high)*A)`` per token.
+
+    ``epsilon_high`` (DAPO clip-higher; default ``epsilon``). Dual clip: with
+    ``clip_ratio_c=c`` (alias ``dual_clip``; verl uses 3) the loss of tokens with A<0 is
+    bounded above by ``-c*A``.
+    """
+    eps_high = epsilon if epsilon_high is None else epsilon_high
+    c = clip_ratio_c if clip_ratio_c is not None else dual_clip
+    rho = ratio(log_prob, old_log_prob)
+    adv = jnp.broadcast_to(advantages, rho.shape)
+    loss = jnp.maximum(-adv * rho, -adv * jnp.clip(rho, 1 - epsilon, 1 + eps_high))
+    if c is not None:
+        loss = jnp.where(adv < 0, jnp.minimum(loss, -c * adv), loss)
+    return loss
+
+
+def sequence_log_ratio(log_prob, old_log_prob, mask=None):
+    """Per-sequence ``mean_t (log pi_theta - log pi_old)`` over valid tokens, shape ``[B, 1]``."""
+    m = _mask_like(log_prob, mask).astype(log_prob.dtype)
+    diff = (log_prob - old_log_prob) * m
+    return diff.sum(-1, keepdims=True) / jnp.maximum(m.sum(-1, keepdims=True), 1)
+
+
+@_POLICY.register("gspo")
+def gspo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=3e-4, epsilon_high=4e-4):
+    """GSPO: one length-normalised ratio ``s = exp(mean_t log rho_t)`` per sequence, clipped.
+
+    As in verl, each token carries ``s_t = sg(s) * pi_theta(t) / sg(pi_theta(t))``: its value is
+    the sequence ratio while its gradient flows through that token's log-prob.
+    Defaults are the GSPO paper's (3e-4, 4e-4).
+    """
+    seq = sequence_log_ratio(log_prob, old_log_prob, mask)
+    log_s = jax.lax.stop_gradient(seq) + log_prob - jax.lax.stop_gradient(log_prob)
+    s = jnp.exp(log_s)
+    adv = jnp.broadcast_to(advantages, s.shape)
+    return jnp.maximum(-adv * s, -adv * jnp.clip(s, 1 - epsilon, 1 + epsilon_high))
+
+
+@_POLICY.register("cispo")
+def cispo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=None, epsilon_high=5.0):
+    """CISPO: ``-sg(clip(rho, 1-eps, 1+eps_high)) * A * log pi_theta``.
+
+    Only the importance weight is clipped, so every token keeps a gradient. By default there
+    is no lower bound (``epsilon=None``), as in MiniMax-M1; ``epsilon_high=5`` follows TRL.
+    """
+    rho = ratio(log_prob, old_log_prob)
+    low = 0.0 if epsilon is None else 1 - epsilon
+    weight = jax.lax.stop_gradient(jnp.clip(rho, low, 1 + epsilon_high))
+    return -weight * jnp.broadcast_to(advantages, rho.shape) * log_prob
+
+
+def decoupled_ppo(log_prob, prox_log_prob, behav_log_prob, advantages, mask=None, *,
+                  epsilon=0.2, epsilon_high=None, behav_cap=None):
+    """AReaL's decoupled PPO: ``-w * min(u*A, clip(u, 1-eps, 1+eps_high)*A)``.
+
+    ``w = pi_prox / pi_behav`` (no gradient; tokens with ``w > behav_cap`` get weight 0 when a
+    cap is given), ``u = pi_theta / pi_prox``. With ``pi_prox = pi_behav`` it is PPO.
+    """
+    w = jax.lax.stop_gradient(ratio(prox_log_prob, behav_log_prob))
+    if behav_cap is not None:
+        w = jnp.where(w > behav_cap, 0.0, w)
+    return w * ppo_clip(log_prob, prox_log_prob, advantages, epsilon=epsilon,
+                        epsilon_high=epsilon_high)
+
+
+# ----------------------------------------------------------------------------- KL estimators
+@_KL.register("k1")
+def kl_k1(log_prob, ref_log_prob):
+    """``x = log pi - log pi_ref``; unbiased for KL(pi || ref) under samples of pi."""
+    return log_prob - ref_log_prob
+
+
+@_KL.register("k2")
+def kl_k2(log_prob, ref_log_prob):
+    """``x**2 / 2``."""
+    x = log_prob - ref_log_prob
+    return 0.5 * x * x
+
+
+@_KL.register("k3")
+def kl_k3(log_prob, ref_log_prob):
+    """``exp(-x) + x - 1`` (Schulman's low-variance, non-negative estimator)."""
+    x = log_prob - ref_log_prob
+    return jnp.expm1(-x) + x
+
+
+def kl(name: str, log_prob, ref_log_prob):
+    """Per-token KL estimate by estimator name (``"k1"``, ``"k2"``, ``"k3"``)."""
+    return _KL.get(name)(log_prob, ref_log_prob)
+
+
+# ----------------------------------------------------------------------------- rollout corrections
+def tis_weights(train_log_prob, rollout_log_prob, *, cap=2.0):
+    """Truncated importance sampling: ``min(pi_train / pi_rollout, cap)``, no gradient."""
+    return jax.lax.stop_gradient(jnp.minimum(ratio(train_log_prob, rollout_log_prob), cap))
+
+
+def mis_weights(train_log_prob, rollout_log_prob, *, cap=2.0):
+    """Masked importance sampling: ``rho * 1[1/cap <= rho <= cap]`` and that acceptance mask.
+
+    Returns ``(weights, accepted)``; rejected tokens should leave both the numerator and the
+    denominator of the aggregation (``mask & accepted``).
+    """
+    rho = jax.lax.stop_gradient(ratio(train_log_prob, rollout_log_prob))
+    accepted = (rho >= 1.0 / cap) & (rho <= cap)
+    return jnp.where(accepted, rho, 0.0), accepted
+
+
+def mismatch_metrics(train_log_prob, rollout_log_prob, mask=None):
+    """Train/rollout mismatch: k1 = E[log pi_rollout - log pi_train], k3 = E[rho - log rho - 1],
+    chi2 = E[rho^2] - 1 with ``rho = pi_train / pi_rollout``, over valid tokens."""
+    log_rho = train_log_prob - rollout_log_prob
+    rho = jnp.exp(log_rho)
+    return {
+        "k1": masked_mean(-log_rho, mask),
+        "k3": masked_mean(rho - log_rho - 1, mask),
+        "chi2": masked_mean(rho * rho, mask) - 1,
+    }
+
+
+# ----------------------------------------------------------------------------- registry
+def get(name: str):
+    """Policy loss by name (``pg``, ``ppo_clip``, ``gspo``, ``cispo``, or a registered one)."""
+    return _POLICY.get(name)
+
+
+def names() -> list[str]:
+    return _POLICY.names()
+
+
+def kl_names() -> list[str]:
+    return _KL.names()
+
+
+def register(name: str, fn=None):
+    """Register ``fn(log_prob, old_log_prob, advantages, mask=None, **kw) -> [B, T]``."""
+    return _POLICY.register(name, fn)
