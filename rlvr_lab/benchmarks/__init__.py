@@ -1,0 +1,61 @@
+"""Performance measures for ``rlvr-lab bench``: each is a ratio of two speeds in one run.
+
+A measure is ``fn(quick: bool) -> Measure`` registered with :func:`benchmark` in a module of
+this package; ``rlvr-lab bench`` imports every module here and prints one line per measure as
+``NAME: RATIO x (details)``. Ratios, not absolute timings, so lines compare across machines.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from rlvr_lab._registry import Registry
+
+_MEASURES: Registry = Registry("benchmark")
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    ratio: float
+    details: str
+
+    def line(self) -> str:
+        return f"{self.name}: {self.ratio:.1f} x ({self.details})"
+
+
+def benchmark(name: str):
+    """Register ``fn(quick) -> Measure`` under ``name``."""
+    def deco(fn: Callable[[bool], Measure]):
+        _MEASURES.register(name, fn)
+        return fn
+    return deco
+
+
+def load_all() -> None:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+def names() -> list[str]:
+    load_all()
+    return _MEASURES.names()
+
+
+def run(name: str, quick: bool = False) -> Measure:
+    load_all()
+    return _MEASURES.get(name)(quick)
+
+
+def best_time(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Best wall time of ``fn()`` over ``repeats`` calls (call once before to compile)."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
