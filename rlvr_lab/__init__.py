@@ -3,6 +3,6 @@
 An RLVR step is a pipeline of small pure functions — pick prompts, allocate rollouts, sample,
 reward, advantage, loss, update — and each module holds one stage.
 """
-from rlvr_lab import advantages, losses, metrics, theory  # noqa: F401
+from rlvr_lab import advantages, allocation, losses, metrics, theory  # noqa: F401
 
 __version__ = "0.1.0"
