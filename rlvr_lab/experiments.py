@@ -167,18 +167,27 @@ def experiment(name: str, *, paper: str, claims: Iterable[str], default_seeds: i
 
 
 _LOADED = False
+LOAD_ERRORS: dict[str, str] = {}
 
 
 def load_all() -> None:
-    """Import every module of the ``simulations`` package so their experiments register."""
+    """Import every module of the ``simulations`` package so their experiments register.
+
+    A module that fails to import is recorded in ``LOAD_ERRORS`` (and reported by the CLI)
+    instead of hiding every other paper's experiments.
+    """
     global _LOADED
     if _LOADED:
         return
+    _LOADED = True
     import simulations
     for info in sorted(pkgutil.iter_modules(simulations.__path__), key=lambda i: i.name):
-        if not info.name.startswith("_"):
+        if info.name.startswith("_"):
+            continue
+        try:
             importlib.import_module(f"simulations.{info.name}")
-    _LOADED = True
+        except Exception as err:  # noqa: BLE001 - reported, not swallowed
+            LOAD_ERRORS[info.name] = f"{type(err).__name__}: {err}"
 
 
 def registry() -> dict[str, Experiment]:

@@ -1,0 +1,1 @@
+"""Verifiable environments: the exact prompt bank and synthetic reasoning tasks."""

@@ -1,0 +1,111 @@
+"""Shared interface of the synthetic verifiable tasks (arithmetic, countdown).
+
+A task module provides ``generate(rng, n, difficulties) -> list[Problem]`` (a NumPy
+``Generator``; deterministic for a seed) and ``verify(problem, completion) -> Verdict`` (never
+raises, never evaluates model text as code). This module holds the common types, the task
+registry, the reward schemes and the batch helpers that turn problems into token arrays.
+
+Rewards (``scheme``):
+
+- ``"binary"``: 1 if correct else 0;
+- ``"multi"``: ``format_reward * format_ok + correct_reward * correct`` with defaults 0.5 and
+  1.5, so rewards lie in {0, 0.5, 1.5, 2} -- a format + correctness reward as in the MC-GRPO
+  code (their levels {0, 1.5, 2}); needed for sign-flip studies, where binary rewards cannot
+  flip a mean-baseline advantage.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import NamedTuple
+
+import numpy as np
+
+from rlvr_lab._registry import check_choice
+from rlvr_lab.envs import tokenizer
+
+TASK_NAMES = ("arithmetic", "countdown")
+REWARD_SCHEMES = ("binary", "multi")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One task instance: the prompt text, a reference solution, what the verifier needs."""
+
+    task: str
+    prompt: str
+    solution: str
+    target: int
+    numbers: tuple[int, ...]
+    difficulty: int
+
+
+class Verdict(NamedTuple):
+    format_ok: bool
+    correct: bool
+
+
+def task_module(name: str):
+    """The module implementing task ``name`` (``arithmetic`` or ``countdown``)."""
+    check_choice("task", name, TASK_NAMES)
+    return importlib.import_module(f"rlvr_lab.envs.{name}")
+
+
+def generate(name: str, rng: np.random.Generator, n: int, difficulties) -> list[Problem]:
+    """``n`` problems of task ``name`` with difficulties drawn uniformly from ``difficulties``."""
+    return task_module(name).generate(rng, n, tuple(difficulties))
+
+
+def verify(problem: Problem, completion: str) -> Verdict:
+    """Verdict for ``completion`` (decoded text); malformed input gives (False, False)."""
+    try:
+        return task_module(problem.task).verify(problem, completion)
+    except Exception:  # a verifier bug must not crash a training run; count it as wrong
+        return Verdict(False, False)
+
+
+def reward(verdict: Verdict, scheme: str = "binary", *, format_reward: float = 0.5,
+           correct_reward: float = 1.5) -> float:
+    check_choice("scheme", scheme, REWARD_SCHEMES)
+    if scheme == "binary":
+        return float(verdict.correct)
+    return format_reward * verdict.format_ok + correct_reward * verdict.correct
+
+
+class Batch(NamedTuple):
+    """Token arrays of a list of problems (NumPy): prompts left-padded, solutions right-padded."""
+
+    prompts: np.ndarray          # [M, P] int32
+    prompt_valid: np.ndarray     # [M, P] bool
+    solutions: np.ndarray        # [M, N] int32, solution + EOS
+    solution_mask: np.ndarray    # [M, N] bool
+    difficulty: np.ndarray       # [M] int
+
+
+def encode(problems, prompt_width: int, completion_width: int) -> Batch:
+    prompts, valid = tokenizer.encode_prompts([p.prompt for p in problems], prompt_width)
+    sols, mask = tokenizer.encode_completions([p.solution for p in problems], completion_width)
+    return Batch(prompts, valid, sols, mask, np.array([p.difficulty for p in problems]))
+
+
+def score_completions(problems, completion_ids, scheme: str = "binary", **reward_kw):
+    """Decode ``completion_ids`` ``[..., M, N]`` (leading axes = repeats of the M problems in
+    order, e.g. seeds or groups flattened) and verify. Returns ``(rewards, correct)`` float32
+    and bool arrays of shape ``completion_ids.shape[:-1]``."""
+    ids = np.asarray(completion_ids)
+    flat = ids.reshape(-1, ids.shape[-1])
+    m = len(problems)
+    if flat.shape[0] % m:
+        raise ValueError(f"{flat.shape[0]} completions are not a multiple of {m} problems")
+    rewards = np.zeros(flat.shape[0], np.float32)
+    correct = np.zeros(flat.shape[0], bool)
+    for i, row in enumerate(flat):
+        verdict = verify(problems[i % m], tokenizer.decode(row))
+        rewards[i] = reward(verdict, scheme, **reward_kw)
+        correct[i] = verdict.correct
+    return rewards.reshape(ids.shape[:-1]), correct.reshape(ids.shape[:-1])
+
+
+def widths(name: str, difficulties) -> tuple[int, int]:
+    """(prompt width incl. BOS, reference completion width incl. EOS) for the hardest level."""
+    return task_module(name).widths(max(difficulties))

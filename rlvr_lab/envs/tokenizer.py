@@ -1,0 +1,69 @@
+"""Character-level tokenizer shared by the synthetic tasks.
+
+Ids: ``PAD=0``, ``BOS=1``, ``EOS=2``, then one id per character of :data:`CHARS`. Decoding
+never raises: it stops at the first EOS, skips PAD/BOS and maps unknown ids to ``"?"``.
+Batches are encoded with prompts **left**-padded (so all prompts end in the same column, the
+layout :mod:`rlvr_lab.models.transformer` samples from) and completions right-padded.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+PAD, BOS, EOS = 0, 1, 2
+CHARS = "0123456789+-*/()=>,:AC"
+_SPECIAL = 3
+VOCAB_SIZE = _SPECIAL + len(CHARS)
+_ID = {c: i + _SPECIAL for i, c in enumerate(CHARS)}
+
+
+def encode(text: str) -> list[int]:
+    """Ids of ``text``; a character outside :data:`CHARS` raises ValueError (task bug)."""
+    try:
+        return [_ID[c] for c in text]
+    except KeyError as err:
+        raise ValueError(f"character {err.args[0]!r} is not in the vocabulary {CHARS!r}") from None
+
+
+def decode(ids) -> str:
+    """Text of ``ids`` up to the first EOS; PAD/BOS skipped, unknown ids become ``"?"``."""
+    out = []
+    for i in np.asarray(ids).reshape(-1).tolist():
+        if i == EOS:
+            break
+        if i in (PAD, BOS):
+            continue
+        j = i - _SPECIAL
+        out.append(CHARS[j] if 0 <= j < len(CHARS) else "?")
+    return "".join(out)
+
+
+def encode_prompts(texts, width: int | None = None):
+    """``BOS + text`` left-padded to ``width`` -> ``(ids [B, W] int32, valid [B, W] bool)``."""
+    rows = [[BOS] + encode(t) for t in texts]
+    need = max((len(r) for r in rows), default=1)
+    width = need if width is None else width
+    if need > width:
+        raise ValueError(f"prompt of {need} tokens does not fit width={width}")
+    ids = np.full((len(rows), width), PAD, np.int32)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = r
+    return ids, ids != PAD
+
+
+def encode_completions(texts, width: int | None = None):
+    """``text + EOS`` right-padded to ``width`` -> ``(ids [B, N] int32, mask [B, N] bool)``."""
+    rows = [encode(t) + [EOS] for t in texts]
+    need = max((len(r) for r in rows), default=1)
+    width = need if width is None else width
+    if need > width:
+        raise ValueError(f"completion of {need} tokens does not fit width={width}")
+    ids = np.full((len(rows), width), PAD, np.int32)
+    mask = np.zeros((len(rows), width), bool)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = r
+        mask[i, :len(r)] = True
+    return ids, mask
+
+
+def decode_batch(ids) -> list[str]:
+    return [decode(row) for row in np.asarray(ids)]

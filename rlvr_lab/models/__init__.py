@@ -1,0 +1,1 @@
+"""Policies: the tabular softmax policy and the tiny transformer."""

@@ -1,0 +1,39 @@
+"""The tabular softmax policy: one row of logits per prompt, one "token" per answer.
+
+The parameters are the logits themselves (``[K, V]``); a temperature divides them when
+sampling, as in an LLM's decoding.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rlvr_lab import metrics
+
+
+def log_policy(logits, temperature=1.0):
+    """Log-probabilities ``log softmax(logits / T)`` over the last axis."""
+    return jax.nn.log_softmax(logits / temperature, axis=-1)
+
+
+def sample(key, logits, num_samples: int, temperature=1.0):
+    """Draw ``num_samples`` answers per row: ``logits [B, V]`` -> answers ``[B, num_samples]``."""
+    draws = jax.random.categorical(key, logits / temperature, axis=-1,
+                                   shape=(num_samples, logits.shape[0]))
+    return draws.T
+
+
+def answer_log_prob(logits, answers, temperature=1.0):
+    """``log pi(answers)`` for ``logits [B, V]`` and ``answers [B, G]`` -> ``[B, G]``."""
+    return jnp.take_along_axis(log_policy(logits, temperature), answers, axis=-1)
+
+
+def entropy(logits, temperature=1.0):
+    """Per-row entropy of ``softmax(logits / T)``."""
+    return metrics.entropy(logits / temperature)
+
+
+def kl_divergence(logits, ref_logits):
+    """Exact ``KL(pi || pi_ref)`` per row."""
+    logp, logq = log_policy(logits), log_policy(ref_logits)
+    return jnp.sum(jnp.exp(logp) * (logp - logq), axis=-1)

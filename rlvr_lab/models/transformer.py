@@ -1,0 +1,331 @@
+"""A tiny decoder-only transformer policy (flax.nnx) with KV-cache sampling and scoring.
+
+The module (:class:`Transformer`) is a plain pre-LN GPT: token + learned position embeddings,
+``n_layers`` blocks of causal multi-head attention and a GELU MLP, a final LayerNorm and an
+output head tied to the token embedding.
+
+Everything outside the module is functional so that it composes with ``jit``, ``vmap`` (seeds),
+``lax.scan`` and sharding: a :class:`Policy` is a pytree holding the static
+:class:`TransformerConfig` and the parameter state (``nnx.State``); functions rebuild the module
+with ``nnx.merge`` inside the trace.
+
+Sequence layout used by sampling, scoring and training
+------------------------------------------------------
+Prompts are **left-padded** to a common width ``P`` (``PAD`` tokens, ``prompt_valid`` False),
+so every prompt ends at column ``P - 1`` and generation writes columns ``P .. P + N - 1``.
+Positions count from each row's first valid token, so padding does not change the model's
+output. Completions are ``[B, N]`` with a ``mask`` that is True up to and including the first
+EOS (or all ``N`` tokens when no EOS was produced).
+
+Public API (stable; other modules build on it)::
+
+    policy = init(key, config)                                    # Policy
+    out = sample(key, policy, prompts, prompt_valid, max_new_tokens=N,
+                 temperature=1.0, top_p=1.0, eos_id=EOS)          # Rollout
+    out.tokens, out.logp, out.entropy, out.mask                   # each [B, N]
+    logp = score(policy, prompts, prompt_valid, completions, temperature=1.0)   # [B, N]
+    logp, ent = score(..., with_entropy=True)
+
+``logp`` and ``entropy`` always refer to the temperature-scaled full distribution
+``softmax(logits / T)`` -- the distribution :func:`score` recomputes for ratios and KL; top-p
+truncation changes which tokens are drawn but is not folded into the reported log-probs
+(as in verl, which recomputes log-probs with the temperature only).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+PAD_ID = 0
+EOS_ID = 2
+
+
+# ----------------------------------------------------------------------------- config
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Static architecture of the policy.
+
+    ``max_len`` bounds prompt width + generated tokens (the learned position table size).
+    ``d_ff`` defaults to ``4 * d_model``.
+    """
+
+    vocab_size: int
+    max_len: int = 32
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int | None = None
+
+    def __post_init__(self):
+        for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} is not allowed; it must be a positive int")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff < 1):
+            raise ValueError(f"d_ff={self.d_ff!r} is not allowed; it must be a positive int or None")
+
+    @property
+    def ff(self) -> int:
+        return self.d_ff or 4 * self.d_model
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def num_params(self) -> int:
+        d, f, v = self.d_model, self.ff, self.vocab_size
+        block = 4 * d * d + 2 * d * f + f + d + 4 * d  # attn (no bias), MLP (+bias), 2 LayerNorms
+        return v * d + self.max_len * d + self.n_layers * block + 2 * d
+
+    def flops_per_token(self, context: int) -> float:
+        """Forward FLOPs per token (2 per multiply-add): matmuls + attention over ``context``."""
+        d, f, v = self.d_model, self.ff, self.vocab_size
+        matmul = self.n_layers * (4 * d * d + 2 * d * f) + d * v
+        return 2.0 * matmul + self.n_layers * 4.0 * context * d
+
+
+# ----------------------------------------------------------------------------- module
+class Block(nnx.Module):
+    """Pre-LN block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
+
+    def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+        d = cfg.d_model
+        self.cfg = cfg
+        self.ln1 = nnx.LayerNorm(d, rngs=rngs)
+        self.qkv = nnx.Linear(d, 3 * d, use_bias=False, rngs=rngs)
+        self.proj = nnx.Linear(d, d, use_bias=False,
+                               kernel_init=nnx.initializers.normal(0.02 / (2 * cfg.n_layers) ** 0.5),
+                               rngs=rngs)
+        self.ln2 = nnx.LayerNorm(d, rngs=rngs)
+        self.up = nnx.Linear(d, cfg.ff, rngs=rngs)
+        self.down = nnx.Linear(cfg.ff, d,
+                               kernel_init=nnx.initializers.normal(0.02 / (2 * cfg.n_layers) ** 0.5),
+                               rngs=rngs)
+
+    def qkv_heads(self, x):
+        b, t, _ = x.shape
+        q, k, v = jnp.split(self.qkv(self.ln1(x)), 3, axis=-1)
+        shape = (b, t, self.cfg.n_heads, self.cfg.head_dim)
+        return q.reshape(shape), k.reshape(shape), v.reshape(shape)
+
+    def finish(self, x, q, k, v, mask):
+        """Attention of queries ``q`` over keys/values ``k, v`` (mask ``[B, 1, T, S]``)."""
+        att = jax.nn.dot_product_attention(q, k, v, mask=mask)
+        x = x + self.proj(att.reshape(x.shape))
+        return x + self.down(jax.nn.gelu(self.up(self.ln2(x))))
+
+
+class Transformer(nnx.Module):
+    """Decoder-only transformer. ``__call__`` is the full causal pass; ``decode`` one step."""
+
+    def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.embed = nnx.Embed(cfg.vocab_size, cfg.d_model,
+                               embedding_init=nnx.initializers.normal(0.02), rngs=rngs)
+        self.pos = nnx.Embed(cfg.max_len, cfg.d_model,
+                             embedding_init=nnx.initializers.normal(0.01), rngs=rngs)
+        self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
+        self.ln_f = nnx.LayerNorm(cfg.d_model, rngs=rngs)
+
+    def __call__(self, tokens, positions, valid, *, return_cache: bool = False):
+        """Logits ``[B, T, V]`` for every position (causal, pads masked as keys).
+
+        With ``return_cache`` also the per-layer ``(k, v)`` of shape ``[B, T, H, Dh]`` each.
+        """
+        t = tokens.shape[1]
+        x = self.embed(tokens) + self.pos(positions)
+        causal = jnp.tril(jnp.ones((t, t), dtype=bool))
+        mask = (causal[None] & valid[:, None, :])[:, None]
+        cache = []
+        for block in self.blocks:
+            q, k, v = block.qkv_heads(x)
+            x = block.finish(x, q, k, v, mask)
+            cache.append((k, v))
+        logits = self.embed.attend(self.ln_f(x))
+        return (logits, tuple(cache)) if return_cache else logits
+
+    def decode(self, token, position, index, cache, key_valid):
+        """One cached step: ``token`` ``[B]`` at column ``index`` (scalar) -> logits ``[B, V]``.
+
+        ``cache`` holds per-layer ``(k, v)`` ``[B, S, H, Dh]``; the new key/value is written at
+        ``index``. ``key_valid`` ``[B, S]`` marks usable cache columns (including ``index``).
+        """
+        x = self.embed(token[:, None]) + self.pos(position[:, None])
+        mask = key_valid[:, None, None, :]
+        new_cache = []
+        for block, (k_cache, v_cache) in zip(self.blocks, cache):
+            q, k, v = block.qkv_heads(x)
+            k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k, index, axis=1)
+            v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v, index, axis=1)
+            x = block.finish(x, q, k_cache, v_cache, mask)
+            new_cache.append((k_cache, v_cache))
+        return self.embed.attend(self.ln_f(x))[:, 0], tuple(new_cache)
+
+
+# ----------------------------------------------------------------------------- functional API
+@struct.dataclass
+class Policy:
+    """Pytree of a static config and the parameter state (vmappable over seeds)."""
+
+    config: TransformerConfig = struct.field(pytree_node=False)
+    params: Any
+
+
+@functools.lru_cache(maxsize=None)
+def graphdef(config: TransformerConfig):
+    """The module structure for ``config`` (parameters are supplied separately)."""
+    return nnx.split(nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0))))[0]
+
+
+def init(key, config: TransformerConfig) -> Policy:
+    """Fresh parameters from a typed PRNG key."""
+    model = Transformer(config, rngs=nnx.Rngs(params=key))
+    return Policy(config, nnx.state(model, nnx.Param))
+
+
+def module(policy: Policy) -> Transformer:
+    """The nnx module with ``policy``'s parameters (works on traced parameters)."""
+    return nnx.merge(graphdef(policy.config), policy.params)
+
+
+def positions_for(valid):
+    """Positions counted from each row's first valid token (0 on left padding)."""
+    return jnp.maximum(jnp.cumsum(valid.astype(jnp.int32), axis=-1) - 1, 0)
+
+
+def _check_prompts(config, prompts, prompt_valid, max_new_tokens):
+    prompts = jnp.asarray(prompts)
+    if prompts.ndim != 2:
+        raise ValueError(f"prompts must have shape [B, P]; got shape {prompts.shape}")
+    if prompt_valid is None:
+        prompt_valid = prompts != PAD_ID
+    prompt_valid = jnp.asarray(prompt_valid, dtype=bool)
+    if prompt_valid.shape != prompts.shape:
+        raise ValueError(f"prompt_valid shape {prompt_valid.shape} != prompts shape {prompts.shape}")
+    if prompts.shape[1] + max_new_tokens > config.max_len:
+        raise ValueError(f"prompt width {prompts.shape[1]} + max_new_tokens={max_new_tokens} "
+                         f"exceeds max_len={config.max_len}")
+    return prompts.astype(jnp.int32), prompt_valid
+
+
+class Rollout(NamedTuple):
+    """Sampled completions, each ``[B, N]``; ``mask`` is True up to and including EOS."""
+
+    tokens: jnp.ndarray
+    logp: jnp.ndarray
+    entropy: jnp.ndarray
+    mask: jnp.ndarray
+
+
+def _log_probs(logits, temperature):
+    return jax.nn.log_softmax(logits.astype(jnp.float32) / temperature, axis=-1)
+
+
+def _entropy(logp):
+    return -(jnp.exp(logp) * logp).sum(-1)
+
+
+def _draw(key, logp, top_p):
+    """Sample from ``exp(logp)`` restricted to the smallest top-p nucleus (top_p=1: all)."""
+    if top_p >= 1.0:
+        return jax.random.categorical(key, logp, axis=-1)
+    order = jnp.argsort(-logp, axis=-1)
+    sorted_lp = jnp.take_along_axis(logp, order, axis=-1)
+    before = jnp.cumsum(jnp.exp(sorted_lp), axis=-1) - jnp.exp(sorted_lp)
+    keep_sorted = before < top_p  # the top token always stays
+    keep = jnp.zeros_like(keep_sorted).at[
+        jnp.arange(logp.shape[0])[:, None], order].set(keep_sorted)
+    return jax.random.categorical(key, jnp.where(keep, logp, -jnp.inf), axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("max_new_tokens", "top_p", "eos_id", "use_cache"))
+def sample(key, policy: Policy, prompts, prompt_valid=None, *, max_new_tokens: int,
+           temperature=1.0, top_p: float = 1.0, eos_id: int = EOS_ID,
+           use_cache: bool = True) -> Rollout:
+    """Autoregressive sampling of ``max_new_tokens`` tokens after left-padded ``prompts``.
+
+    ``key`` a typed PRNG key (step ``i`` uses ``fold_in(key, i)``, so cached and uncached
+    sampling draw the same tokens); ``temperature`` may be traced; ``top_p`` is static.
+    ``use_cache=False`` recomputes the whole buffer every step (reference/benchmark path).
+    After EOS a row emits ``PAD`` with ``mask`` False and ``logp``/``entropy`` 0.
+    """
+    config = policy.config
+    prompts, prompt_valid = _check_prompts(config, prompts, prompt_valid, max_new_tokens)
+    b, p = prompts.shape
+    total = p + max_new_tokens
+    model = module(policy)
+    valid = jnp.concatenate([prompt_valid, jnp.ones((b, max_new_tokens), bool)], axis=1)
+    positions = positions_for(valid)
+    buffer = jnp.concatenate([prompts, jnp.full((b, max_new_tokens), PAD_ID, jnp.int32)], axis=1)
+    columns = jnp.arange(total)
+
+    def choose(i, logits, done):
+        logp_all = _log_probs(logits, temperature)
+        token = _draw(jax.random.fold_in(key, i), logp_all, top_p)
+        logp = jnp.take_along_axis(logp_all, token[:, None], axis=-1)[:, 0]
+        live = ~done
+        token = jnp.where(live, token, PAD_ID)
+        return (token, jnp.where(live, logp, 0.0), jnp.where(live, _entropy(logp_all), 0.0),
+                live, done | (token == eos_id))
+
+    if use_cache:
+        logits, prompt_cache = model(prompts, positions[:, :p], prompt_valid, return_cache=True)
+        pad = ((0, 0), (0, max_new_tokens), (0, 0), (0, 0))
+        cache = tuple((jnp.pad(k, pad), jnp.pad(v, pad)) for k, v in prompt_cache)
+        first = choose(0, logits[:, -1], jnp.zeros((b,), bool))
+
+        def step(carry, i):
+            cache, prev, done = carry
+            col = p + i - 1  # column of the previous token, now fed to the model
+            key_valid = valid & (columns <= col)[None]
+            logits, cache = model.decode(prev, positions[:, col], col, cache, key_valid)
+            token, logp, ent, live, done = choose(i, logits, done)
+            return (cache, token, done), (token, logp, ent, live)
+
+        _, rest = jax.lax.scan(step, (cache, first[0], first[4]), jnp.arange(1, max_new_tokens))
+        outs = [jnp.concatenate([f[:, None], r.T], axis=1) for f, r in zip(first[:4], rest)]
+    else:
+        def step(carry, i):
+            buffer, done = carry
+            logits = model(buffer, positions, valid)[:, p + i - 1]
+            token, logp, ent, live, done = choose(i, logits, done)
+            buffer = jax.lax.dynamic_update_slice_in_dim(buffer, token[:, None], p + i, axis=1)
+            return (buffer, done), (token, logp, ent, live)
+
+        _, rest = jax.lax.scan(step, (buffer, jnp.zeros((b,), bool)), jnp.arange(max_new_tokens))
+        outs = [r.T for r in rest]
+    tokens, logp, ent, live = outs
+    return Rollout(tokens.astype(jnp.int32), logp, ent, live)
+
+
+def completion_logits(policy: Policy, prompts, prompt_valid, completions):
+    """Logits ``[B, N, V]`` predicting each completion token (one full causal pass)."""
+    b, p = prompts.shape
+    n = completions.shape[1]
+    tokens = jnp.concatenate([prompts, completions], axis=1).astype(jnp.int32)
+    valid = jnp.concatenate([prompt_valid, jnp.ones((b, n), bool)], axis=1)
+    logits = module(policy)(tokens, positions_for(valid), valid)
+    return logits[:, p - 1:p + n - 1]
+
+
+def score(policy: Policy, prompts, prompt_valid, completions, *, temperature=1.0,
+          with_entropy: bool = False):
+    """Per-token log-probs ``[B, N]`` of ``completions`` under ``softmax(logits / T)``.
+
+    Same layout as :func:`sample`; values at masked (post-EOS) tokens are meaningless and must
+    be masked by the caller. With ``with_entropy`` also the per-token entropies.
+    Differentiable in ``policy.params``; jit it (or call it inside a jitted function).
+    """
+    config = policy.config
+    prompts, prompt_valid = _check_prompts(config, prompts, prompt_valid, completions.shape[1])
+    logp_all = _log_probs(completion_logits(policy, prompts, prompt_valid, completions),
+                          temperature)
+    logp = jnp.take_along_axis(logp_all, completions[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    return (logp, _entropy(logp_all)) if with_entropy else logp

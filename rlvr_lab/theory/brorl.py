@@ -1,0 +1,275 @@
+r"""BroRL mass balance: how one policy-gradient step on softmax logits moves the correct mass.
+
+Setting (PAPERS.md section 3). One prompt, a softmax policy ``p = softmax(z)`` over a
+vocabulary of V tokens (answers), a correct set C (reward ``R_c >= 0``) and its complement W
+(reward ``R_w <= 0``). ``Q_pos = sum_{j in C} p_j`` is the correct mass, ``Q_neg = 1 - Q_pos``.
+
+**Softmax calculus.** For any logit change ``dz``, ``dp_j = p_j (dz_j - p . dz)``, hence
+
+    dQ_pos = sum_j p_j (c_j - Q_pos) dz_j            (c_j = 1 if j in C else 0)    (1)
+
+**The paper's idealised update** (one step on the *distinct* sampled set S of N rollouts)::
+
+    dz = (lr / N) sum_{i in S} R_i p_i (e_i - p)
+    dz_j = (lr / N) p_j (R_j s_j - S_R),     S_R = sum_{i in S} R_i p_i = R_c P_pos + R_w P_neg
+
+Inserting into (1) and splitting j into the four cells (C or W) x (sampled or not)::
+
+    dQ_pos = (lr / N) [ (R_c - S_R) Q_neg A2              # sampled correct   (>= 0)
+                      + (S_R - R_w) Q_pos B2              # sampled wrong     (>= 0)
+                      + S_R (Q_pos U_neg2 - Q_neg U_pos2) ]  # unsampled     (either sign)
+
+with ``A2 = sum_{C∩S} p^2``, ``B2 = sum_{W∩S} p^2``, ``U_pos2 = sum_{C\S} p^2``,
+``U_neg2 = sum_{W\S} p^2``. Terms 1-2 are never negative because
+``R_w <= R_w P_neg <= S_R <= R_c P_pos <= R_c``. This derivation reproduces the formula in
+PAPERS.md exactly (checked numerically in ``tests/test_brorl.py`` against a NumPy loop and
+against the exact finite-step change as ``lr -> 0``).
+
+**The realistic sampled policy gradient** (REINFORCE on the N rollouts ``a_1..a_N``, counted
+with multiplicity ``m_j``, empirical frequency ``f_j = m_j / N``)::
+
+    dz = (lr / N) sum_n R(a_n) (e_{a_n} - p),     dz_j = lr (R_j f_j - p_j T_R),
+    T_R = (1/N) sum_n R(a_n)                      (the empirical mean reward)
+
+and the same split of (1) gives::
+
+    dQ_pos = lr [ Q_neg sum_{C∩S} p_j (R_c f_j - p_j T_R)        # sampled correct
+                + Q_pos sum_{W∩S} p_j (p_j T_R - R_w f_j)        # sampled wrong
+                + T_R (Q_pos U_neg2 - Q_neg U_pos2) ]            # unsampled
+
+The idealised update is this one with the empirical frequencies ``f_j`` replaced by their
+expectation ``p_j`` on S (and an extra ``1/N`` scale, which changes no sign). In the realistic
+update the two sampled terms are *not* sign-definite (a correct token drawn less often than
+``p_j T_R / R_c`` of the time is pushed down), which is why the simulation tracks both.
+
+Everything here is jittable and vmappable and keeps the dtype of ``logits`` (use float64 for
+closed-form checks). ``exact`` is computed from log-masses with ``expm1`` on the smaller of the
+two masses, so it is accurate even when the change is far below the masses themselves.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+TERMS = ("sampled_correct", "sampled_wrong", "unsampled")
+KEYS = TERMS + ("total", "exact")
+
+
+def _is_concrete(*xs) -> bool:
+    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+
+
+def _check_inputs(logits, masks: dict, r_correct, r_wrong, lr):
+    if logits.ndim != 1:
+        raise ValueError(f"logits must have shape [V]; got shape {tuple(logits.shape)}")
+    for name, m in masks.items():
+        if m.shape != logits.shape:
+            raise ValueError(f"{name} must have the shape of logits {tuple(logits.shape)}; "
+                             f"got {tuple(m.shape)}")
+    if _is_concrete(r_correct, r_wrong, lr):
+        if not float(r_correct) >= 0:
+            raise ValueError(f"r_correct={r_correct!r} must be >= 0 (the mass balance assumes "
+                             "R_c >= 0 >= R_w)")
+        if not float(r_wrong) <= 0:
+            raise ValueError(f"r_wrong={r_wrong!r} must be <= 0 (the mass balance assumes "
+                             "R_c >= 0 >= R_w)")
+        if not float(lr) >= 0:
+            raise ValueError(f"lr={lr!r} must be >= 0")
+
+
+def _float_dtype(logits):
+    dtype = jnp.result_type(logits)
+    return dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.result_type(float)
+
+
+def log_masses(logits, correct):
+    """``(log Q_pos, log Q_neg)`` of ``softmax(logits)``; ``-inf`` for an empty set."""
+    z = jnp.asarray(logits)
+    correct = jnp.asarray(correct, bool)
+    lse = jax.nn.logsumexp(z)
+    lse_c = jax.nn.logsumexp(jnp.where(correct, z, -jnp.inf))
+    lse_w = jax.nn.logsumexp(jnp.where(correct, -jnp.inf, z))
+    return lse_c - lse, lse_w - lse
+
+
+def correct_mass(logits, correct):
+    """``Q_pos = sum_{j in C} softmax(logits)_j`` (0 for an empty correct set)."""
+    return jnp.exp(log_masses(logits, correct)[0])
+
+
+def exact_mass_change(logits, correct, delta):
+    """``Q_pos(softmax(logits + delta)) - Q_pos(softmax(logits))``, without cancellation.
+
+    Evaluated as ``Q expm1(d log Q)`` on whichever of ``Q_pos``/``Q_neg`` is smaller
+    (``dQ_pos = -dQ_neg``). 0 when the correct set or its complement is empty.
+    """
+    z = jnp.asarray(logits)
+    correct = jnp.asarray(correct, bool)
+    lp0, ln0 = log_masses(z, correct)
+    lp1, ln1 = log_masses(z + delta, correct)
+    has_both = jnp.any(correct) & jnp.any(~correct)
+    # where() before the subtraction so that -inf - -inf (empty set) never makes a NaN
+    dlp = jnp.where(has_both, lp1 - jnp.where(has_both, lp0, 0.0), 0.0)
+    dln = jnp.where(has_both, ln1 - jnp.where(has_both, ln0, 0.0), 0.0)
+    via_pos = jnp.exp(lp0) * jnp.expm1(dlp)
+    via_neg = -jnp.exp(ln0) * jnp.expm1(dln)
+    change = jnp.where(lp0 <= jnp.log(0.5), via_pos, via_neg)
+    return jnp.where(has_both, change, 0.0)
+
+
+def first_order_mass_change(logits, correct, delta):
+    """Directional derivative of ``Q_pos`` along ``delta``: ``sum_j p_j (c_j - Q_pos) delta_j``."""
+    p = jax.nn.softmax(jnp.asarray(logits))
+    c = jnp.asarray(correct, p.dtype)
+    return jnp.sum(p * (c - jnp.sum(p * c)) * delta)
+
+
+def log_prob_change(logits, delta):
+    """Exact per-token ``log p'_j - log p_j = delta_j - (lse(z + delta) - lse(z))``."""
+    z = jnp.asarray(logits)
+    return delta - (jax.nn.logsumexp(z + delta) - jax.nn.logsumexp(z))
+
+
+def fraction_correct_decreased(logits, correct, delta):
+    """Fraction of correct tokens whose probability strictly decreases (exact step); 0 if C empty."""
+    correct = jnp.asarray(correct, bool)
+    down = (log_prob_change(logits, delta) < 0) & correct
+    return jnp.sum(down) / jnp.maximum(jnp.sum(correct), 1)
+
+
+# ----------------------------------------------------------------------------- idealised update
+def idealised_update(logits, correct, sampled, *, r_correct=1.0, r_wrong=-1.0, lr=1.0, n=None):
+    """The paper's logit step ``(lr / n) sum_{i in S} R_i p_i (e_i - p)`` over the distinct set S.
+
+    ``n`` is the number of rollouts N; ``None`` uses ``max(|S|, 1)`` (the fewest rollouts that
+    can produce S). An empty S gives a zero step.
+    """
+    z = jnp.asarray(logits)
+    dtype = _float_dtype(z)
+    p = jax.nn.softmax(z.astype(dtype))
+    correct = jnp.asarray(correct, bool)
+    s = jnp.asarray(sampled, bool).astype(dtype)
+    if n is None:
+        n = jnp.maximum(jnp.sum(s), 1.0)
+    reward = jnp.where(correct, jnp.asarray(r_correct, dtype), jnp.asarray(r_wrong, dtype))
+    weight = reward * p * s                        # R_i p_i on S, 0 elsewhere
+    return (lr / jnp.asarray(n, dtype)) * (weight - p * jnp.sum(weight))
+
+
+def mass_balance(logits, correct, sampled, *, r_correct=1.0, r_wrong=-1.0, lr=1.0, n=None):
+    """Three-term first-order change of the correct mass under the idealised BroRL update.
+
+    Args:
+      logits: ``[V]`` logits z (finite). Use float64 for closed-form checks.
+      correct: ``[V]`` bool, the correct set C.
+      sampled: ``[V]`` bool, the distinct set S of tokens seen in the N rollouts.
+      r_correct, r_wrong: rewards ``R_c >= 0 >= R_w``.
+      lr: step size eta.
+      n: the number of rollouts N (the update is divided by it); ``None`` -> ``max(|S|, 1)``.
+
+    Returns dict with scalar entries:
+      ``"sampled_correct"`` = (lr/N)(R_c - S_R) Q_neg A2 (>= 0),
+      ``"sampled_wrong"`` = (lr/N)(S_R - R_w) Q_pos B2 (>= 0),
+      ``"unsampled"`` = (lr/N) S_R (Q_pos U_neg2 - Q_neg U_pos2) (either sign),
+      ``"total"`` = their sum (= the first-order change of Q_pos),
+      ``"exact"`` = Q_pos after the logit update minus Q_pos before.
+    Degenerate inputs are finite: empty S or C gives all zeros.
+    """
+    z = jnp.asarray(logits)
+    correct = jnp.asarray(correct, bool)
+    sampled = jnp.asarray(sampled, bool)
+    _check_inputs(z, {"correct": correct, "sampled": sampled}, r_correct, r_wrong, lr)
+    dtype = _float_dtype(z)
+    z = z.astype(dtype)
+    p = jax.nn.softmax(z)
+    p2 = p * p
+    q_pos = jnp.sum(jnp.where(correct, p, 0.0))
+    q_neg = jnp.sum(jnp.where(correct, 0.0, p))
+    rc, rw = jnp.asarray(r_correct, dtype), jnp.asarray(r_wrong, dtype)
+    s_r = rc * jnp.sum(jnp.where(correct & sampled, p, 0.0)) \
+        + rw * jnp.sum(jnp.where(~correct & sampled, p, 0.0))
+    a2 = jnp.sum(jnp.where(correct & sampled, p2, 0.0))
+    b2 = jnp.sum(jnp.where(~correct & sampled, p2, 0.0))
+    u_pos2 = jnp.sum(jnp.where(correct & ~sampled, p2, 0.0))
+    u_neg2 = jnp.sum(jnp.where(~correct & ~sampled, p2, 0.0))
+    n_eff = jnp.maximum(jnp.sum(sampled), 1) if n is None else n
+    scale = jnp.asarray(lr, dtype) / jnp.asarray(n_eff, dtype)
+    terms = {
+        "sampled_correct": scale * (rc - s_r) * q_neg * a2,
+        "sampled_wrong": scale * (s_r - rw) * q_pos * b2,
+        "unsampled": scale * s_r * (q_pos * u_neg2 - q_neg * u_pos2),
+    }
+    delta = idealised_update(z, correct, sampled, r_correct=r_correct, r_wrong=r_wrong,
+                             lr=lr, n=n_eff)
+    return {**terms, "total": sum(terms.values()),
+            "exact": exact_mass_change(z, correct, delta)}
+
+
+# ----------------------------------------------------------------------------- realistic update
+def sampled_pg_update(logits, correct, counts, *, r_correct=1.0, r_wrong=-1.0, lr=1.0):
+    """REINFORCE step on N rollouts with multiplicities: ``(lr/N) sum_n R(a_n)(e_{a_n} - p)``.
+
+    ``counts[j]`` = how many of the N rollouts drew token j (N = ``sum(counts)``; N = 0 gives a
+    zero step).
+    """
+    z = jnp.asarray(logits)
+    dtype = _float_dtype(z)
+    p = jax.nn.softmax(z.astype(dtype))
+    counts = jnp.asarray(counts, dtype)
+    n = jnp.sum(counts)
+    freq = counts / jnp.maximum(n, 1.0)
+    reward = jnp.where(jnp.asarray(correct, bool), jnp.asarray(r_correct, dtype),
+                       jnp.asarray(r_wrong, dtype))
+    mean_reward = jnp.sum(reward * freq)           # T_R (0 when N = 0)
+    return lr * (reward * freq - p * mean_reward)
+
+
+def sampled_pg_mass_balance(logits, correct, counts, *, r_correct=1.0, r_wrong=-1.0, lr=1.0):
+    """The same three-term split for the realistic sampled policy gradient (module docstring).
+
+    Args as :func:`mass_balance`, but ``counts`` is ``[V]`` (int or float) multiplicities of
+    the N rollouts (S = ``counts > 0``). Keys as :func:`mass_balance`; here the two sampled
+    terms can be negative.
+    """
+    z = jnp.asarray(logits)
+    correct = jnp.asarray(correct, bool)
+    counts = jnp.asarray(counts)
+    _check_inputs(z, {"correct": correct, "counts": counts}, r_correct, r_wrong, lr)
+    if _is_concrete(counts) and bool(jnp.any(counts < 0)):
+        raise ValueError("counts must be >= 0 (multiplicities of the sampled tokens)")
+    dtype = _float_dtype(z)
+    z = z.astype(dtype)
+    p = jax.nn.softmax(z)
+    p2 = p * p
+    counts = counts.astype(dtype)
+    sampled = counts > 0
+    freq = counts / jnp.maximum(jnp.sum(counts), 1.0)
+    q_pos = jnp.sum(jnp.where(correct, p, 0.0))
+    q_neg = jnp.sum(jnp.where(correct, 0.0, p))
+    rc, rw = jnp.asarray(r_correct, dtype), jnp.asarray(r_wrong, dtype)
+    t_r = jnp.sum(jnp.where(correct, rc, rw) * freq)
+    u_pos2 = jnp.sum(jnp.where(correct & ~sampled, p2, 0.0))
+    u_neg2 = jnp.sum(jnp.where(~correct & ~sampled, p2, 0.0))
+    lr_ = jnp.asarray(lr, dtype)
+    terms = {
+        "sampled_correct": lr_ * q_neg * jnp.sum(
+            jnp.where(correct & sampled, p * (rc * freq - p * t_r), 0.0)),
+        "sampled_wrong": lr_ * q_pos * jnp.sum(
+            jnp.where(~correct & sampled, p * (p * t_r - rw * freq), 0.0)),
+        "unsampled": lr_ * t_r * (q_pos * u_neg2 - q_neg * u_pos2),
+    }
+    delta = sampled_pg_update(z, correct, counts, r_correct=r_correct, r_wrong=r_wrong, lr=lr)
+    return {**terms, "total": sum(terms.values()),
+            "exact": exact_mass_change(z, correct, delta)}
+
+
+def sample_counts(key, logits, n_max: int, n=None):
+    """Multiplicities ``[V]`` of the first ``n`` of ``n_max`` i.i.d. draws from softmax(logits).
+
+    Drawing ``n_max`` tokens once and keeping prefixes makes ``n`` a traced value (vmap over
+    N) and couples the samples across N (common random numbers, smoother N-curves).
+    """
+    z = jnp.asarray(logits)
+    draws = jax.random.choice(key, z.shape[0], (n_max,), p=jax.nn.softmax(z))
+    keep = jnp.ones(n_max) if n is None else (jnp.arange(n_max) < n)
+    return jnp.zeros(z.shape[0], _float_dtype(z)).at[draws].add(keep.astype(_float_dtype(z)))

@@ -1,0 +1,131 @@
+"""Cumulative advantage of a GRPO group: the depth bias that DARS corrects (PAPERS.md sec. 2).
+
+For ``n`` binary rollouts with empirical accuracy ``a`` and advantages ``A_i = r_i - a``,
+``c = a n`` rollouts have ``|A| = 1 - a`` and ``n - c`` have ``|A| = a``, so
+
+    sum_i |A_i| = 2 n a (1 - a)                      (scale "none", DARS/Dr.GRPO default)
+    sum_i |A_i| = 2 n sqrt(a (1 - a))                (scale "std", divided by the population std)
+
+Both peak at ``a = 0.5`` and vanish at ``a = 0`` and ``a = 1``: a hard prompt gets almost no
+gradient weight. The *plug-in* value ``cumulative_advantage(p, n)`` is not what a prompt of true
+accuracy ``p`` receives on average: the group accuracy is ``Binomial(n, p) / n``, and
+
+    E[2 n â (1 - â)] = 2 (n - 1) p (1 - p)           (since E[â²] = p² + p(1-p)/n)
+
+i.e. the plug-in overstates it by a factor ``n / (n - 1)``; with std scaling there is no closed
+form (an exact binomial sum), and Jensen plus the all-fail groups push it further below the
+plug-in for hard prompts (e.g. ``n p << 1``: most groups are all-wrong and carry zero).
+:func:`expected_cumulative_advantage_dars` adds DARS's second stage to the same exact sum.
+"""
+from __future__ import annotations
+
+import operator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.stats import binom
+
+from rlvr_lab._registry import check_choice
+
+SCALES = ("none", "std")
+
+
+def _check_n(n, what="n") -> int:
+    try:
+        n_i = operator.index(n)
+    except TypeError:
+        raise ValueError(f"{what} must be a Python int (static); got {what}={n!r}") from None
+    if n_i < 1:
+        raise ValueError(f"{what}={n_i} is not allowed; a group needs >= 1 rollout")
+    return n_i
+
+
+def _check_unit(x, what) -> None:
+    if isinstance(x, jax.core.Tracer):
+        return
+    v = np.asarray(x, dtype=float)
+    bad = ~((v >= 0) & (v <= 1))
+    if np.any(bad):
+        raise ValueError(f"{what}={v.ravel()[np.flatnonzero(bad.ravel())[0]]} is not allowed; "
+                         f"it must lie in [0, 1]")
+
+
+def _float(x):
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(jnp.result_type(float))
+
+
+def _spread(acc, scale):
+    """Per-rollout mean |A| divided by 2: a(1-a) or sqrt(a(1-a)); a clipped to [0, 1]."""
+    v = acc * (1 - acc)
+    return v if scale == "none" else jnp.sqrt(jnp.maximum(v, 0))
+
+
+def cumulative_advantage(acc, n, *, scale: str = "none"):
+    """``sum_i |A_i|`` for a group of ``n`` binary rollouts with empirical accuracy ``acc``.
+
+    ``2 n acc (1 - acc)`` for ``scale="none"``; ``2 n sqrt(acc (1 - acc))`` for ``"std"``
+    (advantages divided by the population std; the ``eps`` of GRPO is ignored, and an all-equal
+    group gives 0, as GRPO's advantages are then 0). Broadcasts over ``acc``; ``n`` may be an
+    int or an array (> 0). Concrete ``acc`` outside [0, 1] raises ValueError; traced values are
+    clipped to [0, 1].
+    """
+    check_choice("scale", scale, SCALES)
+    _check_unit(acc, "acc")
+    acc = jnp.clip(_float(acc), 0, 1)
+    return 2 * jnp.asarray(n, acc.dtype) * _spread(acc, scale)
+
+
+def expected_cumulative_advantage(p, n, *, scale: str = "none"):
+    """``E[cumulative_advantage(C / n, n)]`` with ``C ~ Binomial(n, p)`` (exact).
+
+    ``scale="none"``: the closed form ``2 (n - 1) p (1 - p)`` (vs the plug-in ``2 n p (1-p)``).
+    ``scale="std"``: the exact sum ``sum_c P(C = c) 2 sqrt(c (n - c))`` over c = 0..n.
+    ``n`` is a static int >= 1 (n = 1 gives 0: a lone rollout has no group contrast).
+    Broadcasts over ``p``; concrete ``p`` outside [0, 1] raises ValueError, traced is clipped.
+    """
+    check_choice("scale", scale, SCALES)
+    n = _check_n(n)
+    _check_unit(p, "p")
+    p = jnp.clip(_float(p), 0, 1)
+    if scale == "none":
+        return 2 * (n - 1) * p * (1 - p)
+    c = jnp.arange(n + 1, dtype=p.dtype)
+    pmf = binom.pmf(c, n, p[..., None])
+    return jnp.sum(pmf * 2 * jnp.sqrt(c * (n - c)), axis=-1)
+
+
+def expected_cumulative_advantage_dars(p, n, n_max, *, schedule: str | None = "et",
+                                       scale: str = "none"):
+    """Exact expected ``sum |A|`` of the merged DARS group, and the expected rollouts spent.
+
+    Stage 1 draws ``C1 ~ Binomial(n, p)``; the prompt then gets
+    ``d = dars_extra_rollouts(C1 / n, n, n_max, schedule, scale)`` more with
+    ``C2 ~ Binomial(d, p)``; the merged group of ``n + d`` rollouts has accuracy
+    ``(C1 + C2) / (n + d)`` and cumulative advantage ``cumulative_advantage`` of it (groups with
+    accuracy 0 or 1 carry 0, as DARS drops them). ``schedule=None`` is plain GRPO with ``n``.
+    Returns ``(expected_sum_abs_adv, expected_rollouts)``, each of ``p``'s shape; exact double
+    binomial sum (``n``, ``n_max`` static).
+    """
+    from rlvr_lab.allocation.dars import dars_extra_rollouts
+
+    check_choice("scale", scale, SCALES)
+    n = _check_n(n)
+    _check_unit(p, "p")
+    p = jnp.clip(_float(p), 0, 1)[..., None, None]
+    c1 = jnp.arange(n + 1, dtype=p.dtype)
+    if schedule is None:
+        extra = jnp.zeros(n + 1, jnp.int32)
+        n_max = n
+    else:
+        extra = dars_extra_rollouts(c1 / n, n, n_max, schedule=schedule, scale=scale)
+    c2 = jnp.arange(max(n_max - n, 0) + 1, dtype=p.dtype)
+    d = extra.astype(p.dtype)[:, None]                       # [n+1, 1]
+    w = binom.pmf(c1[:, None], n, p) * jnp.where(c2 <= d, binom.pmf(c2, d, p), 0)
+    total = n + d
+    acc = (c1[:, None] + c2) / total
+    sum_abs = 2 * total * _spread(jnp.clip(acc, 0, 1), scale)
+    expected = jnp.sum(w * sum_abs, axis=(-2, -1))
+    rollouts = jnp.sum(binom.pmf(c1, n, p[..., 0]) * (n + extra), axis=-1)
+    return expected, rollouts

@@ -1,0 +1,313 @@
+"""GRPO-family training on the prompt bank, purejaxrl style.
+
+``make_train(config) -> train(key, hparams=None) -> (state, metrics)``; the whole loop is one
+``lax.scan`` over steps, so ``jax.jit(jax.vmap(train))`` trains many seeds at once and
+:func:`train_seeds` shards the seed axis over the available devices.
+
+One step: rollout stage (prompts, G rollouts each, behaviour log-probs) -> advantage estimator
+-> ``num_iterations`` PPO epochs of ``num_minibatches`` minibatches over the rollouts, each a
+policy loss aggregated by ``loss_agg_mode`` (+ ``beta`` x KL to the initial policy) and an
+optax update. Every estimator, loss, aggregation mode, KL estimator, rollout stage and optax
+optimizer is picked by name.
+
+Metrics are recorded for the policy that generated each step's rollouts (step 0 is the
+initial policy) and are exact where the bank allows: ``accuracy`` (mean success probability
+over all prompts), ``pass@k`` (population ``1-(1-p)^k``), ``entropy``, ``kl_ref``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pandas as pd
+
+from rlvr_lab import advantages, losses
+from rlvr_lab._registry import check_choice
+from rlvr_lab.envs import prompt_bank
+from rlvr_lab.envs.prompt_bank import PromptBankConfig
+from rlvr_lab.models import tabular
+from rlvr_lab.train import rollout as rollout_stages
+
+SCALE_REWARDS = {"group": "std", "batch": "batch", "none": "none"}
+_OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "lion", "adafactor", "nadam")
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class BanditConfig:
+    """Trainer configuration (frozen, validated). TRL names where TRL has the option.
+
+    Static fields fix shapes and the program (steps, batch, group size, names); the dynamic
+    ones (``learning_rate``, ``epsilon``, ``epsilon_high``, ``beta``) can also be passed as
+    arrays through :class:`Hparams` to sweep them under ``vmap``.
+    ``num_generations`` is the number of rollouts per prompt (G+1 for ``mc_grpo``).
+    ``scale_rewards`` applies to the ``grpo`` estimator: "group" (std), "batch" or "none".
+    """
+
+    bank: PromptBankConfig = field(default_factory=PromptBankConfig)
+    num_steps: int = 100
+    batch_size: int = 64
+    num_generations: int = 8
+    temperature: float = 1.0
+    rollout: str = "uniform"
+    rollout_options: tuple = ()
+    advantage: str = "grpo"
+    scale_rewards: str = "group"
+    advantage_options: tuple = ()
+    loss_type: str = "ppo_clip"
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    clip_ratio_c: float | None = None
+    loss_agg_mode: str = "token-mean"
+    beta: float = 0.0
+    kl_estimator: str = "k3"
+    optimizer: str = "adam"
+    learning_rate: float = 0.05
+    max_grad_norm: float | None = None
+    num_iterations: int = 1
+    num_minibatches: int = 1
+    eval_ks: tuple = (1, 8, 64)
+
+    def __post_init__(self):
+        if not isinstance(self.bank, PromptBankConfig):
+            raise ValueError(f"bank={self.bank!r} must be a PromptBankConfig")
+        for name in ("num_steps", "batch_size", "num_generations", "num_iterations",
+                     "num_minibatches"):
+            _positive_int(name, getattr(self, name))
+        if self.batch_size > self.bank.num_prompts:
+            raise ValueError(f"batch_size={self.batch_size} must be <= bank.num_prompts="
+                             f"{self.bank.num_prompts}")
+        rollout_stages.get(self.rollout)
+        advantages.get(self.advantage)
+        losses.get(self.loss_type)
+        losses.kl(self.kl_estimator, 0.0, 0.0)
+        check_choice("scale_rewards", self.scale_rewards, tuple(SCALE_REWARDS))
+        check_choice("loss_agg_mode", self.loss_agg_mode, losses.AGG_MODES)
+        if self.optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer={self.optimizer!r} is not allowed; choose one of "
+                             f"{', '.join(_OPTIMIZERS)}")
+        for name in ("temperature", "learning_rate"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
+        for name in ("epsilon", "beta"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 0")
+        for name in ("epsilon_high", "clip_ratio_c", "max_grad_norm"):
+            v = getattr(self, name)
+            if v is not None and not v > 0:
+                raise ValueError(f"{name}={v!r} must be > 0 or None")
+        if self.clip_ratio_c is not None and self.clip_ratio_c <= 1:
+            raise ValueError(f"clip_ratio_c={self.clip_ratio_c!r} must be > 1 (dual clip)")
+        for k in self.eval_ks:
+            _positive_int("eval_ks entry", k)
+        for name in ("rollout_options", "advantage_options"):
+            opts = getattr(self, name)
+            if not all(isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], str)
+                       for o in opts):
+                raise ValueError(f"{name}={opts!r} must be a tuple of (name, value) pairs")
+
+    def replace(self, **changes) -> "BanditConfig":
+        return dataclasses.replace(self, **changes)
+
+
+class Hparams(NamedTuple):
+    """Dynamic hyper-parameters; arrays here can be vmapped for sweeps."""
+
+    learning_rate: Any
+    epsilon: Any
+    epsilon_high: Any
+    beta: Any
+
+    @classmethod
+    def from_config(cls, config: BanditConfig) -> "Hparams":
+        high = config.epsilon if config.epsilon_high is None else config.epsilon_high
+        return cls(*(jnp.asarray(v, jnp.float32) for v in (
+            config.learning_rate, config.epsilon, high, config.beta)))
+
+
+class TrainState(NamedTuple):
+    logits: jnp.ndarray
+    opt_state: Any
+    rollout_state: Any
+
+
+def make_optimizer(config: BanditConfig, learning_rate) -> optax.GradientTransformation:
+    opt = optax.inject_hyperparams(getattr(optax, config.optimizer))(learning_rate=learning_rate)
+    if config.max_grad_norm is not None:
+        opt = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), opt)
+    return opt
+
+
+def _policy_loss_fn(config: BanditConfig, hp: Hparams):
+    """The configured per-token loss with its clipping options bound."""
+    fn = losses.get(config.loss_type)
+    if config.loss_type == "ppo_clip":
+        kw = dict(epsilon=hp.epsilon, epsilon_high=hp.epsilon_high,
+                  clip_ratio_c=config.clip_ratio_c)
+    elif config.loss_type == "cispo":
+        kw = {} if config.epsilon_high is None else dict(epsilon_high=hp.epsilon_high)
+    else:
+        accepted = inspect.signature(fn).parameters
+        kw = {k: v for k, v in dict(epsilon=hp.epsilon, epsilon_high=hp.epsilon_high).items()
+              if k in accepted}
+    return lambda logp, old, adv, mask: fn(logp, old, adv, mask, **kw)
+
+
+def compute_advantages(config: BanditConfig, rewards, mask) -> advantages.Advantages:
+    opts = dict(config.advantage_options)
+    if config.advantage == "grpo":
+        opts.setdefault("scale", SCALE_REWARDS[config.scale_rewards])
+    return advantages.compute(config.advantage, rewards, mask, **opts)
+
+
+def step_metrics(config: BanditConfig, bank, logits) -> dict:
+    """Exact metrics of the policy ``logits`` on the whole bank."""
+    p = prompt_bank.success_probability(logits, bank.correct)
+    out = {
+        "accuracy": p.mean(),
+        "expected_reward": prompt_bank.expected_reward(logits, bank.reward_table).mean(),
+        "entropy": tabular.entropy(logits).mean(),
+        "kl_ref": tabular.kl_divergence(logits, bank.logits0).mean(),
+    }
+    for k in config.eval_ks:
+        out[f"pass@{k}"] = (-jnp.expm1(k * jnp.log1p(-p))).mean()
+    return out
+
+
+def make_train(config: BanditConfig):
+    """Build ``train(key, hparams=None) -> (TrainState, metrics)`` for ``config``.
+
+    ``metrics`` maps names to arrays of shape ``[num_steps]``.
+    """
+    bank = prompt_bank.make_bank(config.bank)
+    stage = rollout_stages.get(config.rollout)
+    stage_opts = dict(config.rollout_options)
+
+    def train(key, hparams: Hparams | None = None):
+        hp = Hparams.from_config(config) if hparams is None else hparams
+        optimizer = make_optimizer(config, hp.learning_rate)
+        policy_loss = _policy_loss_fn(config, hp)
+        state = TrainState(bank.logits0, optimizer.init(bank.logits0),
+                           stage.init(bank, config, **stage_opts))
+
+        def loss_fn(logits, mb):
+            rows = logits[mb["prompts"]]
+            logp = tabular.answer_log_prob(rows, mb["answers"][:, None], config.temperature)
+            mask = mb["keep"][:, None]
+            token_loss = policy_loss(logp, mb["old_logp"][:, None], mb["adv"][:, None], mask)
+            loss = losses.aggregate(token_loss, mask, config.loss_agg_mode)
+            ref_logp = tabular.answer_log_prob(bank.logits0[mb["prompts"]],
+                                               mb["answers"][:, None], config.temperature)
+            kl = losses.aggregate(losses.kl(config.kl_estimator, logp, ref_logp), mask,
+                                  config.loss_agg_mode)
+            clipped = losses.is_clipped(logp, mb["old_logp"][:, None], mb["adv"][:, None],
+                                        epsilon=hp.epsilon, epsilon_high=hp.epsilon_high)
+            clip_frac = losses.masked_mean(clipped.astype(logp.dtype), mask)
+            return loss + hp.beta * kl, clip_frac
+
+        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+        def update_minibatch(carry, mb):
+            logits, opt_state = carry
+            (loss, clip_frac), grads = grad_fn(logits, mb)
+            updates, opt_state = optimizer.update(grads, opt_state, logits)
+            logits = optax.apply_updates(logits, updates)
+            return (logits, opt_state), (loss, clip_frac, optax.global_norm(grads))
+
+        def step(state: TrainState, key):
+            k_roll, k_perm = jax.random.split(key)
+            metrics = step_metrics(config, bank, state.logits)
+            batch, rollout_state = stage.sample(k_roll, state.logits, bank, config,
+                                                state.rollout_state, **stage_opts)
+            adv = compute_advantages(config, batch.rewards, batch.mask)
+            group_size = batch.answers.shape[1]
+            n = batch.answers.size
+            if n % config.num_minibatches:
+                raise ValueError(f"num_minibatches={config.num_minibatches} must divide the "
+                                 f"{n} rollouts of a batch")
+            flat = {
+                "prompts": jnp.repeat(batch.prompts, group_size),
+                "answers": batch.answers.reshape(-1),
+                "old_logp": batch.behav_log_prob.reshape(-1),
+                "adv": adv.adv.reshape(-1).astype(jnp.float32),
+                "keep": adv.keep.reshape(-1),
+            }
+
+            def epoch(carry, k):
+                perm = jax.random.permutation(k, n)
+                mbs = jax.tree.map(
+                    lambda x: x[perm].reshape((config.num_minibatches, -1) + x.shape[1:]), flat)
+                return jax.lax.scan(update_minibatch, carry, mbs)
+
+            (logits, opt_state), (loss, clip_frac, grad_norm) = jax.lax.scan(
+                epoch, (state.logits, state.opt_state),
+                jax.random.split(k_perm, config.num_iterations))
+            valid_groups = batch.mask.sum(-1) >= 1
+            zero_adv = jnp.all(jnp.where(adv.keep, adv.adv == 0, True), axis=-1)
+            metrics.update(
+                loss=loss.mean(), clip_frac=clip_frac.mean(), grad_norm=grad_norm.mean(),
+                rollouts=batch.spent.astype(jnp.float32),
+                batch_reward=losses.masked_mean(batch.rewards, batch.mask),
+                valid_frac=batch.mask.mean(),
+                zero_adv_frac=(zero_adv & valid_groups).sum() / jnp.maximum(valid_groups.sum(), 1),
+            )
+            return TrainState(logits, opt_state, rollout_state), metrics
+
+        return jax.lax.scan(step, state, jax.random.split(key, config.num_steps))
+
+    return train
+
+
+def seed_keys(key, num_seeds: int):
+    """One key per seed; the first n keys do not depend on ``num_seeds``."""
+    return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_seeds))
+
+
+def train_seeds(config: BanditConfig, key, num_seeds: int, hparams: Hparams | None = None,
+                *, devices=None):
+    """``jit(vmap(train))`` over ``num_seeds`` seeds, the seed axis sharded over ``devices``.
+
+    Returns ``(states, metrics)`` with a leading seed axis. The numbers do not depend on the
+    number of devices: each seed's key is ``fold_in(key, seed)`` and the seed axis is padded
+    to a multiple of the device count, then cut back.
+    """
+    _positive_int("num_seeds", num_seeds)
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = list(jax.devices() if devices is None else devices)
+    padded = -(-num_seeds // len(devices)) * len(devices)
+    keys = seed_keys(key, padded)
+    train = jax.vmap(make_train(config), in_axes=(0, None))
+    if len(devices) > 1:
+        mesh = Mesh(np.array(devices), ("seed",))
+        keys = jax.device_put(keys, NamedSharding(mesh, PartitionSpec("seed")))
+    out = jax.jit(train)(keys, hparams)
+    return jax.tree.map(lambda x: x[:num_seeds], out)
+
+
+def metrics_frame(metrics: dict, **labels) -> pd.DataFrame:
+    """Long-form DataFrame (``seed, step, metric, value`` + label columns) from metrics of
+    shape ``[steps]`` or ``[seeds, steps]``."""
+    frames = []
+    for name, values in metrics.items():
+        arr = np.asarray(values)
+        if arr.ndim == 1:
+            arr = arr[None]
+        seeds, steps = np.meshgrid(np.arange(arr.shape[0]), np.arange(arr.shape[1]),
+                                   indexing="ij")
+        frames.append(pd.DataFrame({"seed": seeds.ravel(), "step": steps.ravel(),
+                                    "metric": name, "value": arr.ravel()}))
+    df = pd.concat(frames, ignore_index=True)
+    for k, v in labels.items():
+        df.insert(0, k, v)
+    return df

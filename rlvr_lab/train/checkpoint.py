@@ -1,0 +1,127 @@
+"""Checkpoints of arbitrary pytrees (parameters, optimiser state, PRNG keys) without pickle.
+
+File layout: a magic line, one JSON header line (caller metadata, the tree structure, leaf
+shapes/dtypes and the SHA-256 of the payload), then the payload -- the leaves serialised with
+``flax.serialization.msgpack_serialize``. Writes are atomic (temporary file + rename).
+:func:`load` checks the magic, the metadata the caller expects (e.g. a config hash), the
+checksum and the structure against a template, and raises :class:`CheckpointError` with a
+one-line reason on any mismatch, so callers can rebuild instead of silently using a bad file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import jax
+import numpy as np
+from flax import serialization
+
+MAGIC = b"RLVR-LAB-CHECKPOINT v1\n"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, corrupted or does not match what the caller expects."""
+
+
+def cache_dir() -> Path:
+    """``$RLVR_LAB_CACHE``, else ``.rlvr_cache/`` at the checkout root, else ``./.rlvr_cache``."""
+    env = os.environ.get("RLVR_LAB_CACHE")
+    if env:
+        return Path(env)
+    repo = Path(__file__).resolve().parents[2]
+    if (repo / "pyproject.toml").exists():
+        return repo / ".rlvr_cache"
+    return Path.cwd() / ".rlvr_cache"
+
+
+def config_hash(obj) -> str:
+    """Stable short hash of a JSON-able description (dataclasses via ``asdict`` first)."""
+    text = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _is_key(leaf) -> bool:
+    return hasattr(leaf, "dtype") and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+
+
+def _to_numpy(leaf):
+    return np.asarray(jax.random.key_data(leaf) if _is_key(leaf) else leaf)
+
+
+def _describe(tree):
+    leaves, treedef = jax.tree.flatten(tree)
+    arrays = [_to_numpy(x) for x in leaves]
+    return arrays, {"treedef": str(treedef), "shapes": [list(a.shape) for a in arrays],
+                    "dtypes": [str(a.dtype) for a in arrays]}
+
+
+def save(path, tree, meta: dict | None = None) -> Path:
+    """Write ``tree`` (any pytree of arrays / typed keys) and JSON-able ``meta`` to ``path``."""
+    path = Path(path)
+    arrays, layout = _describe(tree)
+    payload = serialization.msgpack_serialize({str(i): a for i, a in enumerate(arrays)})
+    header = {"meta": meta or {}, **layout, "sha256": hashlib.sha256(payload).hexdigest()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load(path, template, expect_meta: dict | None = None):
+    """Restore a tree shaped like ``template`` from ``path``; CheckpointError if anything is off.
+
+    ``expect_meta``: keys that must be present in the stored metadata with equal values.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise CheckpointError(f"cannot read checkpoint {path}: {err.strerror}") from None
+    if not raw.startswith(MAGIC):
+        raise CheckpointError(f"{path} is not an rlvr_lab checkpoint (bad header)")
+    head, sep, payload = raw[len(MAGIC):].partition(b"\n")
+    try:
+        header = json.loads(head)
+    except ValueError:
+        raise CheckpointError(f"{path} has a corrupted header") from None
+    if not sep or hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+        raise CheckpointError(f"{path} is corrupted (checksum mismatch)")
+    for k, v in (expect_meta or {}).items():
+        if header.get("meta", {}).get(k) != v:
+            raise CheckpointError(f"{path} was written for {k}={header.get('meta', {}).get(k)!r}, "
+                                  f"expected {v!r}")
+    leaves, treedef = jax.tree.flatten(template)
+    _, layout = _describe(template)
+    for field in ("treedef", "shapes", "dtypes"):
+        if header.get(field) != layout[field]:
+            raise CheckpointError(f"{path} does not match the expected structure ({field} differ)")
+    try:
+        stored = serialization.msgpack_restore(payload)
+    except Exception:
+        raise CheckpointError(f"{path} has an unreadable payload") from None
+    out = []
+    for i, leaf in enumerate(leaves):
+        arr = np.asarray(stored[str(i)])
+        out.append(jax.random.wrap_key_data(arr, impl=jax.random.key_impl(leaf))
+                   if _is_key(leaf) else jax.numpy.asarray(arr))
+    return jax.tree.unflatten(treedef, out)
+
+
+def read_meta(path) -> dict:
+    """The metadata stored in a checkpoint (CheckpointError if unreadable)."""
+    raw = Path(path).read_bytes()
+    if not raw.startswith(MAGIC):
+        raise CheckpointError(f"{path} is not an rlvr_lab checkpoint (bad header)")
+    try:
+        return json.loads(raw[len(MAGIC):].partition(b"\n")[0]).get("meta", {})
+    except ValueError:
+        raise CheckpointError(f"{path} has a corrupted header") from None
