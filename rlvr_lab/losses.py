@@ -64,8 +64,9 @@ def aggregate(token_loss, mask, mode: str = "token-mean"):
 def masked_mean(x, mask=None):
     """Mean of ``x`` over valid entries; 0 when none is valid."""
     x = jnp.asarray(x)
-    m = _mask_like(x, mask).astype(x.dtype)
-    return (x * m).sum() / jnp.maximum(m.sum(), 1)
+    m = _mask_like(x, mask)
+    # where, not x * mask: inf/NaN garbage at padded positions must stay out (as in aggregate)
+    return jnp.where(m, x, 0).sum() / jnp.maximum(m.sum(), 1)
 
 
 # ----------------------------------------------------------------------------- policy losses

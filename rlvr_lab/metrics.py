@@ -60,7 +60,9 @@ def entropy(logits, axis=-1):
     """Entropy ``-sum p log p`` of softmax(logits) along ``axis`` (0 log 0 = 0)."""
     logp = jax.nn.log_softmax(logits, axis=axis)
     p = jnp.exp(logp)
-    return -jnp.sum(jnp.where(p > 0, p * logp, 0.0), axis=axis)
+    # zero log p (not p log p) where p = 0: the product's gradient then stays finite for
+    # -inf logits (0 * -inf in the untaken branch made the whole gradient NaN)
+    return -jnp.sum(p * jnp.where(p > 0, logp, 0.0), axis=axis)
 
 
 def mean_token_entropy(logits, mask=None):
@@ -68,7 +70,8 @@ def mean_token_entropy(logits, mask=None):
     h = entropy(logits)
     m = jnp.ones(h.shape, bool) if mask is None else jnp.asarray(mask, bool)
     mf = m.astype(h.dtype)
-    return (h * mf).sum() / jnp.maximum(mf.sum(), 1)
+    # where, not h * mask: a NaN entropy at a padded position (an all -inf row) must stay out
+    return jnp.where(m, h, 0.0).sum() / jnp.maximum(mf.sum(), 1)
 
 
 def correct_mass(logits, correct):

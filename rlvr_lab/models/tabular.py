@@ -17,10 +17,17 @@ def log_policy(logits, temperature=1.0):
 
 
 def sample(key, logits, num_samples: int, temperature=1.0):
-    """Draw ``num_samples`` answers per row: ``logits [B, V]`` -> answers ``[B, num_samples]``."""
-    draws = jax.random.categorical(key, logits / temperature, axis=-1,
-                                   shape=(num_samples, logits.shape[0]))
-    return draws.T
+    """Draw ``num_samples`` answers per row: ``logits [B, V]`` -> answers ``[B, num_samples]``.
+
+    Inverse-CDF sampling: one uniform per draw instead of V Gumbels (``jax.random.categorical``),
+    which makes the random-bit generation, the bottleneck of the vmapped trainer on CPU,
+    V times cheaper.
+    """
+    cdf = jnp.cumsum(jax.nn.softmax(logits / temperature, axis=-1), axis=-1)
+    u = jax.random.uniform(key, (logits.shape[0], num_samples), dtype=cdf.dtype)
+    # the last bin takes u beyond the (rounded) total mass
+    draws = jnp.sum(u[:, :, None] * cdf[:, -1:, None] >= cdf[:, None, :], axis=-1)
+    return jnp.minimum(draws, logits.shape[-1] - 1)
 
 
 def answer_log_prob(logits, answers, temperature=1.0):

@@ -17,6 +17,7 @@ over all prompts), ``pass@k`` (population ``1-(1-p)^k``), ``entropy``, ``kl_ref`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -171,13 +172,16 @@ def compute_advantages(config: BanditConfig, rewards, mask) -> advantages.Advant
 
 
 def step_metrics(config: BanditConfig, bank, logits) -> dict:
-    """Exact metrics of the policy ``logits`` on the whole bank."""
-    p = prompt_bank.success_probability(logits, bank.correct)
+    """Exact metrics of the sampling policy ``softmax(logits / T)`` on the whole bank."""
+    logp = tabular.log_policy(logits, config.temperature)
+    ref_logp = tabular.log_policy(bank.logits0, config.temperature)
+    pi = jnp.exp(logp)
+    p = jnp.sum(jnp.where(bank.correct, pi, 0.0), axis=-1)
     out = {
         "accuracy": p.mean(),
-        "expected_reward": prompt_bank.expected_reward(logits, bank.reward_table).mean(),
-        "entropy": tabular.entropy(logits).mean(),
-        "kl_ref": tabular.kl_divergence(logits, bank.logits0).mean(),
+        "expected_reward": jnp.sum(pi * bank.reward_table, axis=-1).mean(),
+        "entropy": -jnp.sum(jnp.where(pi > 0, pi * logp, 0.0), axis=-1).mean(),
+        "kl_ref": jnp.sum(jnp.where(pi > 0, pi * (logp - ref_logp), 0.0), axis=-1).mean(),
     }
     for k in config.eval_ks:
         out[f"pass@{k}"] = (-jnp.expm1(k * jnp.log1p(-p))).mean()
@@ -201,13 +205,14 @@ def make_train(config: BanditConfig):
                            stage.init(bank, config, **stage_opts))
 
         def loss_fn(logits, mb):
-            rows = logits[mb["prompts"]]
-            logp = tabular.answer_log_prob(rows, mb["answers"][:, None], config.temperature)
+            # log-softmax of all K rows, then a flat gather: under vmap on CPU this is ~2x
+            # faster than gathering rows first and ~4x faster than one-hot matmuls
+            flat_idx = mb["prompts"] * logits.shape[1] + mb["answers"]
+            logp = tabular.log_policy(logits, config.temperature).reshape(-1)[flat_idx][:, None]
+            ref_logp = ref_log_policy[flat_idx][:, None]
             mask = mb["keep"][:, None]
             token_loss = policy_loss(logp, mb["old_logp"][:, None], mb["adv"][:, None], mask)
             loss = losses.aggregate(token_loss, mask, config.loss_agg_mode)
-            ref_logp = tabular.answer_log_prob(bank.logits0[mb["prompts"]],
-                                               mb["answers"][:, None], config.temperature)
             kl = losses.aggregate(losses.kl(config.kl_estimator, logp, ref_logp), mask,
                                   config.loss_agg_mode)
             clipped = losses.is_clipped(logp, mb["old_logp"][:, None], mb["adv"][:, None],
@@ -215,6 +220,7 @@ def make_train(config: BanditConfig):
             clip_frac = losses.masked_mean(clipped.astype(logp.dtype), mask)
             return loss + hp.beta * kl, clip_frac
 
+        ref_log_policy = tabular.log_policy(bank.logits0, config.temperature).reshape(-1)
         grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
         def update_minibatch(carry, mb):
@@ -222,7 +228,7 @@ def make_train(config: BanditConfig):
             (loss, clip_frac), grads = grad_fn(logits, mb)
             updates, opt_state = optimizer.update(grads, opt_state, logits)
             logits = optax.apply_updates(logits, updates)
-            return (logits, opt_state), (loss, clip_frac, optax.global_norm(grads))
+            return (logits, opt_state), (loss, clip_frac, optax.tree_utils.tree_l2_norm(grads))
 
         def step(state: TrainState, key):
             k_roll, k_perm = jax.random.split(key)
@@ -230,23 +236,24 @@ def make_train(config: BanditConfig):
             batch, rollout_state = stage.sample(k_roll, state.logits, bank, config,
                                                 state.rollout_state, **stage_opts)
             adv = compute_advantages(config, batch.rewards, batch.mask)
-            group_size = batch.answers.shape[1]
-            n = batch.answers.size
-            if n % config.num_minibatches:
+            num_groups = batch.answers.shape[0]
+            if num_groups % config.num_minibatches:
                 raise ValueError(f"num_minibatches={config.num_minibatches} must divide the "
-                                 f"{n} rollouts of a batch")
-            flat = {
-                "prompts": jnp.repeat(batch.prompts, group_size),
-                "answers": batch.answers.reshape(-1),
-                "old_logp": batch.behav_log_prob.reshape(-1),
-                "adv": adv.adv.reshape(-1).astype(jnp.float32),
-                "keep": adv.keep.reshape(-1),
+                                 f"{num_groups} groups of a batch")
+            groups = {
+                "prompts": jnp.broadcast_to(batch.prompts[:, None], batch.answers.shape),
+                "answers": batch.answers,
+                "old_logp": batch.behav_log_prob,
+                "adv": adv.adv.astype(jnp.float32),
+                "keep": adv.keep,
             }
 
             def epoch(carry, k):
-                perm = jax.random.permutation(k, n)
+                # minibatches are whole groups, reshuffled each epoch (a sort over B groups;
+                # shuffling single rollouts would cost a sort over B*G, the slowest op here)
+                perm = rollout_stages.shuffle(k, num_groups)
                 mbs = jax.tree.map(
-                    lambda x: x[perm].reshape((config.num_minibatches, -1) + x.shape[1:]), flat)
+                    lambda x: x[perm].reshape((config.num_minibatches, -1)), groups)
                 return jax.lax.scan(update_minibatch, carry, mbs)
 
             (logits, opt_state), (loss, clip_frac, grad_norm) = jax.lax.scan(
@@ -287,12 +294,17 @@ def train_seeds(config: BanditConfig, key, num_seeds: int, hparams: Hparams | No
     devices = list(jax.devices() if devices is None else devices)
     padded = -(-num_seeds // len(devices)) * len(devices)
     keys = seed_keys(key, padded)
-    train = jax.vmap(make_train(config), in_axes=(0, None))
     if len(devices) > 1:
         mesh = Mesh(np.array(devices), ("seed",))
         keys = jax.device_put(keys, NamedSharding(mesh, PartitionSpec("seed")))
-    out = jax.jit(train)(keys, hparams)
+    out = _vmapped_train(config)(keys, hparams)
     return jax.tree.map(lambda x: x[:num_seeds], out)
+
+
+@functools.lru_cache(maxsize=64)
+def _vmapped_train(config: BanditConfig):
+    """One compiled ``jit(vmap(train))`` per config, reused across calls."""
+    return jax.jit(jax.vmap(make_train(config), in_axes=(0, None)))
 
 
 def metrics_frame(metrics: dict, **labels) -> pd.DataFrame:

@@ -62,11 +62,20 @@ def _load_extensions():
             importlib.import_module(mod)
 
 
+def shuffle(key, n: int):
+    """A random permutation of ``range(n)``: argsort of 32-bit random keys.
+
+    One sort instead of ``jax.random.permutation``'s several rounds (4x cheaper under vmap on
+    CPU); ties (probability ~n^2/2^33) only fix the order of the tied pair.
+    """
+    return jnp.argsort(jax.random.bits(key, (n,), jnp.uint32))
+
+
 def choose_prompts(key, num_prompts: int, batch_size: int):
     """``batch_size`` distinct prompt indices, uniformly (all prompts in order if B == K)."""
     if batch_size == num_prompts:
         return jnp.arange(num_prompts)
-    return jax.random.permutation(key, num_prompts)[:batch_size]
+    return shuffle(key, num_prompts)[:batch_size]
 
 
 def generate(key, logits, bank, prompts, num_samples: int, temperature=1.0) -> Rollout:

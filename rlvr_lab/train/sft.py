@@ -86,8 +86,8 @@ class SFTConfig:
 
 
 PRESETS = {
-    # ~40k parameters, 1-3 digit sums: trains in well under a minute on 2 cores
-    "quick": SFTConfig(difficulties=(1, 2, 3), d_model=64, n_layers=2, n_heads=4, steps=600,
+    # ~0.1M parameters, 1-3 digit sums, ~20 s on 2 idle cores; held-out pass@1 ~0.3
+    "quick": SFTConfig(difficulties=(1, 2, 3), d_model=64, n_layers=2, n_heads=4, steps=400,
                        batch_size=64, num_train=8_000, num_heldout=128),
     # ~0.6M parameters, 1-4 digit sums
     "default": SFTConfig(),

@@ -1,0 +1,447 @@
+"""Sequence-level RLVR for the tiny transformer: rollouts -> verifier -> advantages -> loss.
+
+One step, for every seed at once (seeds are a leading ``vmap`` axis):
+
+1. draw ``num_prompts`` training problems and sample ``num_generations`` completions each with
+   the KV-cache sampler (behaviour log-probs stored);
+2. verify the decoded completions on the host (:mod:`rlvr_lab.envs.tasks`) -> rewards ``[B, G]``;
+3. ``advantages.compute(config.advantage, rewards)`` (any registered estimator; ``keep`` drops
+   e.g. the MC-GRPO pivot), broadcast over tokens;
+4. ``num_iterations`` epochs x ``num_minibatches`` minibatches of
+   ``losses.get(config.loss)`` aggregated with ``losses.aggregate(..., loss_agg_mode)`` plus an
+   optional ``beta * KL(pi || ref)`` (``losses.kl``, k1/k2/k3) to the SFT base; optax update.
+
+The verifier runs in Python, so the loop is a Python loop over two jitted functions
+(``rollout`` and ``update``); every step's randomness is ``fold_in(key, step)``, so a run stopped
+after step ``s`` (:func:`run` with ``stop_after``) and resumed from its checkpoint reproduces the
+uninterrupted run exactly. With ``data_parallel=True`` rollout and update batches are sharded
+over all devices (``Mesh`` + ``NamedSharding`` on the batch axis; parameters replicated).
+
+Per-step metrics (per seed): ``pass1`` (mean correctness of the batch), ``pass_at_G``, ``reward``,
+``response_length``, ``entropy``, ``clip_frac``, ``zero_adv_frac``, ``kl`` (k3 to the base),
+``loss``, ``grad_norm``. Held-out evaluations every ``eval_every`` steps: pass@k for
+k = 1..``eval_samples`` (unbiased estimator).
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pandas as pd
+from flax import struct
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from rlvr_lab import advantages, losses, metrics
+from rlvr_lab._registry import check_choice
+from rlvr_lab.envs import tasks
+from rlvr_lab.models import transformer
+from rlvr_lab.train import checkpoint, sft
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceRLConfig:
+    """RL hyper-parameters (TRL names where they exist). All fields are static.
+
+    ``epsilon`` / ``epsilon_high`` are passed to losses that take them (``ppo_clip``, ``gspo``,
+    ``cispo``); set ``epsilon=None`` to keep a loss's own defaults. ``advantage_kwargs`` is a
+    tuple of ``(name, value)`` pairs, e.g. ``(("scale", "none"),)``.
+    """
+
+    base: sft.SFTConfig = sft.PRESETS["quick"]
+    steps: int = 40
+    num_prompts: int = 16
+    num_generations: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    learning_rate: float = 3e-4
+    max_grad_norm: float = 1.0
+    advantage: str = "grpo"
+    advantage_kwargs: tuple = ()
+    loss: str = "ppo_clip"
+    epsilon: float | None = 0.2
+    epsilon_high: float | None = None
+    loss_agg_mode: str = "token-mean"
+    beta: float = 0.0
+    kl_estimator: str = "k3"
+    num_iterations: int = 1
+    num_minibatches: int = 1
+    reward_scheme: str = "binary"
+    num_train_problems: int = 4096
+    eval_every: int = 10
+    eval_problems: int = 64
+    eval_samples: int = 8
+    data_parallel: bool = False
+
+    def __post_init__(self):
+        for name in ("steps", "num_prompts", "num_generations", "num_iterations",
+                     "num_minibatches", "num_train_problems", "eval_every", "eval_problems",
+                     "eval_samples"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} is not allowed; it must be an int >= 1")
+        advantages.get(self.advantage)
+        losses.get(self.loss)
+        losses.kl_names()
+        check_choice("loss_agg_mode", self.loss_agg_mode, losses.AGG_MODES)
+        check_choice("kl_estimator", self.kl_estimator, tuple(losses.kl_names()))
+        check_choice("reward_scheme", self.reward_scheme, tasks.REWARD_SCHEMES)
+        if not self.temperature > 0:
+            raise ValueError(f"temperature={self.temperature!r} is not allowed; must be > 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p={self.top_p!r} is not allowed; must be in (0, 1]")
+        if self.beta < 0 or not self.learning_rate > 0:
+            raise ValueError(f"beta={self.beta!r} / learning_rate={self.learning_rate!r} not "
+                             "allowed; need beta >= 0 and learning_rate > 0")
+        rollouts = self.num_prompts * self.num_generations
+        if rollouts % self.num_minibatches:
+            raise ValueError(f"num_minibatches={self.num_minibatches} must divide "
+                             f"num_prompts*num_generations={rollouts}")
+        if self.eval_problems > self.base.num_heldout:
+            raise ValueError(f"eval_problems={self.eval_problems} exceeds the base's "
+                             f"num_heldout={self.base.num_heldout}")
+
+    def loss_kwargs(self) -> dict:
+        params = inspect.signature(losses.get(self.loss)).parameters
+        out = {}
+        if self.epsilon is not None:
+            for name in ("epsilon", "epsilon_high"):
+                value = getattr(self, name)
+                if name in params and value is not None:
+                    out[name] = value
+        return out
+
+    def hash(self) -> str:
+        return checkpoint.config_hash({"rl": dataclasses.asdict(self), "version": 1})
+
+
+# ----------------------------------------------------------------------------- state
+@struct.dataclass
+class TrainState:
+    policy: transformer.Policy
+    opt_state: Any
+
+
+class RolloutBatch(NamedTuple):
+    prompts: jnp.ndarray       # [BG, P]
+    prompt_valid: jnp.ndarray  # [BG, P]
+    tokens: jnp.ndarray        # [BG, N]
+    mask: jnp.ndarray          # [BG, N]
+    behav_logp: jnp.ndarray    # [BG, N]
+    entropy: jnp.ndarray       # [BG, N]
+
+
+def make_optimizer(config: SequenceRLConfig):
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                       optax.adam(config.learning_rate))
+
+
+def _mesh():
+    return Mesh(np.array(jax.devices()), ("data",))
+
+
+def _shard(x, mesh, axis: int):
+    spec = [None] * x.ndim
+    spec[axis] = "data"
+    return jax.device_put(x, NamedSharding(mesh, P(*spec)))
+
+
+# ----------------------------------------------------------------------------- pure pieces
+def rollout(key, policy, prompts, prompt_valid, config: SequenceRLConfig,
+            mesh: Mesh | None = None) -> RolloutBatch:
+    """``num_generations`` completions for each of the ``B`` prompts, rows ordered b*G + g.
+
+    With a ``mesh`` the ``B*G`` rows are sharded over its ``"data"`` axis.
+    """
+    g = config.num_generations
+    prompts = jnp.repeat(prompts, g, axis=0)
+    prompt_valid = jnp.repeat(prompt_valid, g, axis=0)
+    if mesh is not None:
+        rows = NamedSharding(mesh, P("data"))
+        prompts = jax.lax.with_sharding_constraint(prompts, rows)
+        prompt_valid = jax.lax.with_sharding_constraint(prompt_valid, rows)
+    out = transformer.sample(key, policy, prompts, prompt_valid,
+                             max_new_tokens=config.base.max_new_tokens,
+                             temperature=config.temperature, top_p=config.top_p)
+    return RolloutBatch(prompts, prompt_valid, out.tokens, out.mask, out.logp, out.entropy)
+
+
+def update(key, state: TrainState, ref_policy, batch: RolloutBatch, rewards,
+           config: SequenceRLConfig):
+    """Advantages from ``rewards [B, G]``, then epochs x minibatches of optax updates.
+
+    Returns ``(state, metrics)`` with scalar metrics (means over minibatches for the loss).
+    """
+    opt = make_optimizer(config)
+    loss_fn_token = losses.get(config.loss)
+    loss_kw = config.loss_kwargs()
+    score = lambda pol, b: transformer.score(  # noqa: E731
+        pol, b.prompts, b.prompt_valid, b.tokens, temperature=config.temperature)
+
+    adv = advantages.compute(config.advantage, rewards, **dict(config.advantage_kwargs))
+    flat_adv = adv.adv.reshape(-1)
+    token_mask = batch.mask & adv.keep.reshape(-1)[:, None]
+    # a single full-batch pass is exactly on-policy: pi_old = sg(pi_theta), no extra forward
+    on_policy = config.num_iterations == 1 and config.num_minibatches == 1
+    old_logp = batch.behav_logp if on_policy else jax.lax.stop_gradient(score(state.policy, batch))
+    ref_logp = jax.lax.stop_gradient(score(ref_policy, batch))
+
+    def objective(policy, mb):
+        logp = score(policy, mb["batch"])
+        if on_policy:
+            mb = dict(mb, old=jax.lax.stop_gradient(logp))
+        token_loss = loss_fn_token(logp, mb["old"], mb["adv"][:, None], mb["mask"], **loss_kw)
+        policy_loss = losses.aggregate(token_loss, mb["mask"], config.loss_agg_mode)
+        kl = losses.aggregate(losses.kl(config.kl_estimator, logp, mb["ref"]), mb["mask"],
+                              config.loss_agg_mode)
+        total = policy_loss + config.beta * kl if config.beta > 0 else policy_loss
+        eps = loss_kw.get("epsilon", 0.2)
+        clipped = losses.is_clipped(logp, mb["old"], mb["adv"][:, None], epsilon=eps,
+                                    epsilon_high=loss_kw.get("epsilon_high"))
+        return total, {"loss": total, "clip_frac": losses.masked_mean(clipped, mb["mask"])}
+
+    data = {"batch": batch, "old": old_logp, "ref": ref_logp, "adv": flat_adv, "mask": token_mask}
+    n_rows = flat_adv.shape[0]
+    n_mb = config.num_minibatches
+
+    def epoch(carry, k):
+        def minibatch(carry, idx):
+            policy, opt_state = carry
+            mb = jax.tree.map(lambda x: x[idx], data)
+            (_, aux), grads = jax.value_and_grad(objective, has_aux=True)(policy, mb)
+            updates, opt_state = opt.update(grads, opt_state, policy)
+            aux["grad_norm"] = optax.global_norm(grads)
+            return (optax.apply_updates(policy, updates), opt_state), aux
+
+        order = jax.random.permutation(k, n_rows) if n_mb > 1 else jnp.arange(n_rows)
+        return jax.lax.scan(minibatch, carry, order.reshape(n_mb, -1))
+
+    (policy, opt_state), aux = jax.lax.scan(
+        epoch, (state.policy, state.opt_state), jax.random.split(key, config.num_iterations))
+    valid = batch.mask
+    out = {k: v.mean() for k, v in aux.items()}
+    out.update(
+        reward=rewards.mean(),
+        response_length=valid.sum(-1).mean(),
+        entropy=losses.masked_mean(batch.entropy, valid),
+        zero_adv_frac=((flat_adv == 0) & adv.keep.reshape(-1)).sum()
+        / jnp.maximum(adv.keep.sum(), 1),
+        kl=losses.masked_mean(losses.kl("k3", batch.behav_logp, ref_logp), valid),
+    )
+    return TrainState(policy, opt_state), out
+
+
+# ----------------------------------------------------------------------------- the runner
+class Run(NamedTuple):
+    """A finished (or stopped) run: final states (leading seed axis) and metric tables."""
+
+    state: TrainState
+    steps_done: int
+    history: dict   # metric -> [steps_done, S]
+    evals: dict     # "step" -> [E]; "pass_at" -> [E, S, eval_samples] (k = 1..n)
+    seconds: float
+
+    def frame(self) -> pd.DataFrame:
+        """Long-form per-step metrics: (seed, step, metric, value)."""
+        rows = []
+        for name, values in self.history.items():
+            arr = np.asarray(values)
+            for s in range(arr.shape[1] if arr.ndim == 2 else 0):
+                for t in range(arr.shape[0]):
+                    rows.append((s, t, name, float(arr[t, s])))
+        return pd.DataFrame(rows, columns=["seed", "step", "metric", "value"])
+
+    def eval_frame(self) -> pd.DataFrame:
+        """Long-form held-out evaluations: (seed, step, k, pass_at_k)."""
+        rows = []
+        pa = np.asarray(self.evals["pass_at"])
+        for e, step in enumerate(self.evals["step"]):
+            for s in range(pa.shape[1]):
+                for k in range(pa.shape[2]):
+                    rows.append((s, int(step), k + 1, float(pa[e, s, k])))
+        return pd.DataFrame(rows, columns=["seed", "step", "k", "pass_at_k"])
+
+
+class Trainer:
+    """Holds the task data and the jitted functions for one config; see :func:`run`."""
+
+    def __init__(self, config: SequenceRLConfig, base_policy=None, verbose: bool = False):
+        self.config = config
+        base = config.base
+        self.base_policy = base_policy if base_policy is not None else sft.load_or_train(
+            base, verbose=verbose)
+        heldout = sft.problems(base, "heldout")
+        self.eval_problems = heldout[:config.eval_problems]
+        seen = {p.prompt for p in heldout}
+        pool = tasks.generate(base.task, np.random.default_rng([base.seed, 2]),
+                              config.num_train_problems, base.difficulties)
+        self.pool = [p for p in pool if p.prompt not in seen]
+        enc = sft.encode(base, self.pool)
+        self.pool_prompts = jnp.asarray(enc.prompts)
+        self.pool_valid = jnp.asarray(enc.prompt_valid)
+        ev = sft.encode(base, self.eval_problems)
+        n = config.eval_samples
+        self.eval_prompts = jnp.tile(jnp.asarray(ev.prompts), (n, 1))
+        self.eval_valid = jnp.tile(jnp.asarray(ev.prompt_valid), (n, 1))
+        self.mesh = _mesh() if config.data_parallel else None
+        if self.mesh is not None:
+            devices = self.mesh.devices.size
+            if (config.num_prompts * config.num_generations) % devices:
+                raise ValueError(f"num_prompts*num_generations must be divisible by the "
+                                 f"{devices} devices for data_parallel=True")
+        opt = make_optimizer(config)
+        cfg = config
+
+        mesh = self.mesh
+
+        def rollout_one(key, policy, pool_prompts, pool_valid):
+            idx = jax.random.choice(jax.random.fold_in(key, 0), pool_prompts.shape[0],
+                                    (cfg.num_prompts,), replace=False)
+            batch = rollout(jax.random.fold_in(key, 1), policy, pool_prompts[idx],
+                            pool_valid[idx], cfg, mesh)
+            return idx, batch
+
+        def eval_one(key, policy, prompts, valid):
+            return transformer.sample(key, policy, prompts, valid,
+                                      max_new_tokens=cfg.base.max_new_tokens,
+                                      temperature=cfg.temperature, top_p=cfg.top_p).tokens
+
+        # data enter as arguments (not closure constants, which XLA would constant-fold)
+        self._rollout = jax.jit(jax.vmap(rollout_one, in_axes=(0, 0, None, None)))
+        self._update = jax.jit(jax.vmap(update, in_axes=(0, 0, None, 0, 0, None)),
+                               static_argnums=5)
+        self._eval = jax.jit(jax.vmap(eval_one, in_axes=(0, 0, None, None)))
+        self._pass_at = jax.jit(metrics.pass_at_k)
+        self._init_opt = jax.jit(jax.vmap(opt.init))
+
+    # -- pieces
+    def init_state(self, num_seeds: int) -> TrainState:
+        policy = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_seeds,) + x.shape),
+                              self.base_policy)
+        return TrainState(policy, self._init_opt(policy))
+
+    def step_keys(self, key, step: int, num_seeds: int):
+        return jax.random.split(jax.random.fold_in(key, step), num_seeds)
+
+    def verify(self, idx, tokens):
+        """Rewards and correctness ``[S, B, G]`` for sampled tokens ``[S, B*G, N]``."""
+        cfg = self.config
+        s, b, g = idx.shape[0], cfg.num_prompts, cfg.num_generations
+        tokens = np.asarray(tokens).reshape(s, b, g, -1).transpose(0, 2, 1, 3)
+        rewards = np.zeros((s, g, b), np.float32)
+        correct = np.zeros((s, g, b), bool)
+        for i in range(s):
+            probs = [self.pool[j] for j in np.asarray(idx[i])]
+            rewards[i], correct[i] = tasks.score_completions(probs, tokens[i], cfg.reward_scheme)
+        return rewards.transpose(0, 2, 1), correct.transpose(0, 2, 1)
+
+    def train_step(self, key, state, step: int):
+        num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
+        keys = self.step_keys(key, step, num_seeds)
+        policy = state.policy
+        idx, batch = self._rollout(jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys), policy,
+                                   self.pool_prompts, self.pool_valid)
+        rewards, correct = self.verify(idx, batch.tokens)
+        if self.mesh is not None:
+            batch = jax.tree.map(lambda x: _shard(x, self.mesh, 1), batch)
+        state, out = self._update(jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys), state,
+                                  self.base_policy, batch, jnp.asarray(rewards), self.config)
+        out = {k: np.asarray(v) for k, v in out.items()}
+        g = self.config.num_generations
+        out["pass1"] = correct.mean(axis=(1, 2))
+        out[f"pass_at_{g}"] = correct.any(axis=2).mean(axis=1)
+        return state, out
+
+    def evaluate(self, key, state, step: int):
+        """pass@k on the held-out problems, ``[S, eval_samples]`` for k = 1..n."""
+        num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
+        keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(self.step_keys(key, step, num_seeds))
+        tokens = np.asarray(self._eval(keys, state.policy, self.eval_prompts, self.eval_valid))
+        n, m = self.config.eval_samples, len(self.eval_problems)
+        out = np.zeros((num_seeds, n))
+        for s in range(num_seeds):
+            _, correct = tasks.score_completions(self.eval_problems,
+                                                 tokens[s].reshape(n, m, -1))
+            counts = correct.sum(0)
+            ks = np.arange(1, n + 1)
+            out[s] = np.asarray(self._pass_at(n, counts[:, None], ks[None, :])).mean(0)
+        return out
+
+
+def _ckpt_meta(config, num_seeds, key, steps_done, history, evals):
+    return {"config_hash": config.hash(), "num_seeds": num_seeds,
+            "key": np.asarray(jax.random.key_data(key)).tolist(), "steps_done": steps_done,
+            "history": {k: np.asarray(v).tolist() for k, v in history.items()},
+            "evals": {"step": list(evals["step"]),
+                      "pass_at": np.asarray(evals["pass_at"]).tolist()}}
+
+
+def run(config: SequenceRLConfig, key, num_seeds: int = 1, *, trainer: Trainer | None = None,
+        checkpoint_path=None, stop_after: int | None = None, resume: bool = True,
+        verbose: bool = False) -> Run:
+    """Train ``num_seeds`` seeds (vmapped) from the SFT base for ``config.steps`` steps.
+
+    ``checkpoint_path``: save state + metrics there after every evaluation and at the end;
+    with ``resume`` an existing matching checkpoint is continued (a mismatched or corrupted
+    one is reported and ignored). ``stop_after``: stop once that many steps are done (to
+    simulate an interruption). Held-out evaluation at step 0, every ``eval_every`` steps and
+    at the end.
+    """
+    trainer = trainer or Trainer(config, verbose=verbose)
+    start = time.perf_counter()
+    state = trainer.init_state(num_seeds)
+    history: dict[str, list] = {}
+    evals = {"step": [], "pass_at": []}
+    steps_done = 0
+    if checkpoint_path is not None and resume:
+        try:
+            meta = checkpoint.read_meta(checkpoint_path)
+            expect = {"config_hash": config.hash(), "num_seeds": num_seeds,
+                      "key": np.asarray(jax.random.key_data(key)).tolist()}
+            state = checkpoint.load(checkpoint_path, state, expect)
+            steps_done = meta["steps_done"]
+            history = {k: [np.asarray(r) for r in v] for k, v in meta["history"].items()}
+            evals = {"step": list(meta["evals"]["step"]),
+                     "pass_at": [np.asarray(p) for p in meta["evals"]["pass_at"]]}
+        except FileNotFoundError:
+            pass
+        except checkpoint.CheckpointError as err:
+            import warnings
+            warnings.warn(f"RL checkpoint not used ({err}); starting from the SFT base",
+                          stacklevel=2)
+
+    def save():
+        if checkpoint_path is not None:
+            checkpoint.save(checkpoint_path, state,
+                            _ckpt_meta(config, num_seeds, key, steps_done, history, evals))
+
+    def evaluate_now():
+        evals["step"].append(steps_done)
+        evals["pass_at"].append(trainer.evaluate(key, state, steps_done))
+
+    if steps_done == 0 and not evals["step"]:
+        evaluate_now()
+    last = config.steps if stop_after is None else min(stop_after, config.steps)
+    while steps_done < last:
+        state, out = trainer.train_step(key, state, steps_done)
+        for k, v in out.items():
+            history.setdefault(k, []).append(np.asarray(v))
+        steps_done += 1
+        if steps_done % config.eval_every == 0 or steps_done == config.steps:
+            evaluate_now()
+            save()
+        if verbose:
+            print(f"step {steps_done}: pass1 {np.mean(out['pass1']):.3f} "
+                  f"reward {np.mean(out['reward']):.3f} kl {np.mean(out['kl']):.4f}")
+    save()
+    return Run(state=state, steps_done=steps_done,
+               history={k: np.stack(v) for k, v in history.items()},
+               evals={"step": np.asarray(evals["step"]),
+                      "pass_at": np.stack(evals["pass_at"])},
+               seconds=time.perf_counter() - start)

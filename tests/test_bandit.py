@@ -1,0 +1,190 @@
+"""Prompt bank and the jitted bandit trainer: exactness, determinism, devices, budgets."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlvr_lab.envs import prompt_bank
+from rlvr_lab.envs.prompt_bank import PromptBankConfig
+from rlvr_lab.models import tabular
+from rlvr_lab.train import rollout
+from rlvr_lab.train.bandit import BanditConfig, make_train, metrics_frame, train_seeds
+from rlvr_lab.utils import enable_x64
+
+SMALL = BanditConfig(bank=PromptBankConfig(num_prompts=8, vocab_size=6), num_steps=6,
+                     batch_size=4, num_generations=4, num_iterations=2, num_minibatches=2)
+
+
+def test_bank_initial_success_probability_is_exact():
+    cfg = PromptBankConfig(num_prompts=32, vocab_size=10, num_correct=3)
+    bank = prompt_bank.make_bank(cfg)
+    probs = np.asarray(jax.nn.softmax(bank.logits0.astype(jnp.float32)), np.float64)
+    mass = (probs * np.asarray(bank.correct)).sum(-1)
+    target = np.clip(np.asarray(jax.random.beta(jax.random.split(jax.random.key(0), 4)[1],
+                                                cfg.difficulty_a, cfg.difficulty_b, (32,))),
+                     cfg.min_p0, 1 - cfg.min_p0)
+    np.testing.assert_allclose(mass, target, rtol=1e-4, atol=1e-6)
+    assert np.asarray(bank.correct).sum(-1).tolist() == [3] * 32
+
+
+@pytest.mark.parametrize("reward", ["binary", "format", "levels"])
+def test_reward_tables(reward):
+    cfg = PromptBankConfig(num_prompts=16, vocab_size=12, reward=reward, wrong_levels=(0.0, 1.5),
+                           correct_reward=2.0 if reward == "levels" else 1.0)
+    bank = prompt_bank.make_bank(cfg)
+    table, correct = np.asarray(bank.reward_table), np.asarray(bank.correct)
+    if reward == "binary":
+        assert set(np.unique(table)) == {0.0, 1.0}
+        assert np.array_equal(table == 1.0, correct)
+    elif reward == "format":
+        assert np.all(table[correct] == 1.5) and set(np.unique(table[~correct])) <= {0.0, 0.5}
+    else:
+        assert np.all(table[correct] == 2.0) and set(np.unique(table[~correct])) <= {0.0, 1.5}
+
+
+def test_exact_policy_gradient_matches_autodiff_and_loop():
+    bank = prompt_bank.make_bank(PromptBankConfig(num_prompts=5, vocab_size=7, reward="format"))
+    with enable_x64():
+        logits = jnp.asarray(np.asarray(bank.logits0), jnp.float64)
+        table = jnp.asarray(np.asarray(bank.reward_table), jnp.float64)
+        auto = jax.grad(lambda z: prompt_bank.expected_reward(z, table).mean())(logits)
+        exact = prompt_bank.exact_policy_gradient(logits, table)
+        np.testing.assert_allclose(exact, auto, rtol=1e-12, atol=1e-15)
+    z, r = np.asarray(logits), np.asarray(table)
+    loop = np.zeros_like(z)
+    for k in range(z.shape[0]):
+        p = np.exp(z[k] - z[k].max())
+        p /= p.sum()
+        for v in range(z.shape[1]):
+            # d/dz_v sum_u p_u r_u = p_v r_v - p_v sum_u p_u r_u
+            loop[k, v] = (p[v] * r[k, v] - p[v] * sum(p[u] * r[k, u] for u in range(len(p))))
+    np.testing.assert_allclose(np.asarray(exact), loop / z.shape[0], rtol=1e-10, atol=1e-14)
+
+
+def test_inverse_cdf_sampling_matches_policy():
+    logits = jnp.log(jnp.array([[0.5, 0.25, 0.125, 0.125], [0.0, 0.0, 1e-9, 1.0]]) + 1e-30)
+    draws = np.asarray(tabular.sample(jax.random.key(3), logits, 40000))
+    freq = np.stack([(draws[0] == v).mean() for v in range(4)])
+    np.testing.assert_allclose(freq, [0.5, 0.25, 0.125, 0.125], atol=0.01)
+    assert np.all(draws[1] == 3)
+    assert draws.min() >= 0 and draws.max() <= 3
+
+
+def test_same_key_same_numbers_and_different_key_differs():
+    train = jax.jit(make_train(SMALL))
+    _, a = train(jax.random.key(1))
+    _, b = train(jax.random.key(1))
+    _, c = train(jax.random.key(2))
+    for k in a:
+        np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]))
+    assert not np.array_equal(np.asarray(a["batch_reward"]), np.asarray(c["batch_reward"]))
+
+
+def test_train_seeds_matches_single_runs_and_frame():
+    _, m = train_seeds(SMALL, jax.random.key(0), 3)
+    assert m["accuracy"].shape == (3, SMALL.num_steps)
+    single = jax.jit(make_train(SMALL))(jax.random.fold_in(jax.random.key(0), 2))[1]
+    np.testing.assert_allclose(np.asarray(m["accuracy"][2]), np.asarray(single["accuracy"]),
+                               rtol=1e-5)
+    df = metrics_frame(m, algorithm="grpo")
+    assert set(df.columns) == {"algorithm", "seed", "step", "metric", "value"}
+    assert len(df) == 3 * SMALL.num_steps * len(m)
+
+
+def test_learning_raises_accuracy():
+    cfg = SMALL.replace(num_steps=40, learning_rate=0.1)
+    _, m = train_seeds(cfg, jax.random.key(0), 4)
+    acc = np.asarray(m["accuracy"])
+    assert np.all(acc[:, -1] > acc[:, 0] + 0.1)
+    assert np.all(np.isfinite(np.stack([np.asarray(v) for v in m.values()])))
+
+
+@pytest.mark.parametrize("changes", [
+    dict(advantage="mc_grpo", num_generations=5, num_minibatches=1),
+    dict(loss_type="gspo", epsilon=3e-4, epsilon_high=4e-4, loss_agg_mode="seq-mean-token-sum"),
+    dict(loss_type="cispo", beta=0.04, kl_estimator="k2"),
+    dict(loss_type="pg", optimizer="sgd", learning_rate=1.0, max_grad_norm=1.0),
+    dict(rollout="dynamic_sampling", rollout_options=(("max_rounds", 2),), epsilon_high=0.28),
+    dict(scale_rewards="batch", clip_ratio_c=3.0, advantage="grpo"),
+    dict(advantage="reinforce_pp_baseline", temperature=0.7),
+])
+def test_every_stage_combination_runs_finite(changes):
+    _, m = jax.jit(make_train(SMALL.replace(**changes)))(jax.random.key(0))
+    for name, values in m.items():
+        assert np.all(np.isfinite(np.asarray(values))), name
+
+
+def test_dynamic_sampling_masks_uninformative_groups_and_counts_rounds():
+    bank = prompt_bank.make_bank(PromptBankConfig(num_prompts=16, vocab_size=4))
+    cfg = BanditConfig(bank=PromptBankConfig(num_prompts=16, vocab_size=4), batch_size=8,
+                       num_generations=4)
+    out, _ = rollout.get("dynamic_sampling").sample(jax.random.key(0), bank.logits0, bank, cfg,
+                                                    (), max_rounds=3)
+    rewards, mask = np.asarray(out.rewards), np.asarray(out.mask)
+    for g in range(8):
+        if mask[g].any():
+            assert rewards[g].min() < rewards[g].max()
+    assert int(out.spent) in (32, 64, 96)
+    # a policy that is always right gives no informative group: every round is spent
+    sure = jnp.where(bank.correct, 50.0, -50.0)
+    out, _ = rollout.get("dynamic_sampling").sample(jax.random.key(0), sure, bank, cfg, (),
+                                                    max_rounds=3)
+    assert int(out.spent) == 96 and not np.asarray(out.mask).any()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(num_generations=0), "num_generations=0"),
+    (dict(batch_size=100), "batch_size=100"),
+    (dict(advantage="nope"), "unknown advantage estimator 'nope'"),
+    (dict(loss_type="nope"), "unknown policy loss 'nope'"),
+    (dict(loss_agg_mode="mean"), "loss_agg_mode='mean'"),
+    (dict(scale_rewards="std"), "scale_rewards='std'"),
+    (dict(optimizer="adamm"), "optimizer='adamm'"),
+    (dict(rollout="nope"), "unknown rollout stage 'nope'"),
+    (dict(kl_estimator="k4"), "unknown KL estimator 'k4'"),
+    (dict(learning_rate=-1.0), "learning_rate=-1.0"),
+    (dict(clip_ratio_c=0.5), "clip_ratio_c=0.5"),
+    (dict(num_steps=2.5), "num_steps=2.5"),
+])
+def test_config_errors_name_the_bad_value(bad, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        SMALL.replace(**bad)
+
+
+def test_bank_config_errors():
+    with pytest.raises(ValueError, match="num_correct=4 must be < vocab_size=4"):
+        PromptBankConfig(vocab_size=4, num_correct=4)
+    with pytest.raises(ValueError, match="reward='ternary'"):
+        PromptBankConfig(reward="ternary")
+
+
+def test_four_fake_devices_give_the_same_numbers():
+    """The seed axis sharded over 4 CPU devices reproduces the 1-device numbers."""
+    script = textwrap.dedent("""
+        import json, sys, jax, numpy as np
+        from rlvr_lab.envs.prompt_bank import PromptBankConfig
+        from rlvr_lab.train.bandit import BanditConfig, train_seeds
+        cfg = BanditConfig(bank=PromptBankConfig(num_prompts=8, vocab_size=6), num_steps=5,
+                           batch_size=4, num_generations=4, num_iterations=2, num_minibatches=2)
+        _, m = train_seeds(cfg, jax.random.key(0), 6)
+        print(json.dumps({"devices": jax.device_count(),
+                          "acc": np.asarray(m["accuracy"]).tolist(),
+                          "loss": np.asarray(m["loss"]).tolist()}))
+    """)
+    outs = []
+    for count in (1, 4):
+        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={count}",
+                   JAX_PLATFORMS="cpu")
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert outs[0]["devices"] == 1 and outs[1]["devices"] == 4
+    np.testing.assert_allclose(outs[0]["acc"], outs[1]["acc"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(outs[0]["loss"], outs[1]["loss"], rtol=1e-5, atol=1e-7)
