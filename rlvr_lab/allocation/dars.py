@@ -24,6 +24,7 @@ e.g. any ``N <= 32`` with ``n_max <= 64`` in float32.
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 import jax
@@ -66,7 +67,7 @@ def _meets_ceiling(m, k2, n, schedule, scale):
             return m * k2 * (2 * n - k2) >= n * (n - k2) ** 2
         return m * k2 >= n * (n - k2)                      # x = n (n - k2) / k2
     if schedule == "et":       # x = n^2 / sqrt(k2 (2n - k2)) - n
-        return (m + n) ** 2 * k2 * (2 * n - k2) >= float(n) ** 4
+        return (m + n) ** 2 * k2 * (2 * n - k2) >= n ** 4
     return (m + n) ** 2 * k2 >= n ** 2 * (2 * n - k2)     # x = n sqrt((2n - k2) / k2) - n
 
 
@@ -81,27 +82,12 @@ def _schedule_value(k2, n, schedule, scale):
     return n * jnp.sqrt((2 * n - k2) / k2) - n
 
 
-def dars_extra_rollouts(acc, n, n_max, *, schedule: str = "et", scale: str = "none"):
-    """Extra stage-2 rollouts per prompt under the DARS ET or HW schedule (int32 array).
-
-    Args:
-      acc: stage-1 empirical accuracy per prompt, any shape, values in [0, 1].
-      n: stage-1 group size N (static Python int >= 1).
-      n_max: cap on the total rollouts per prompt (static int >= n); extra <= n_max - n.
-      schedule: ``"et"`` (equal treatment) or ``"hw"`` (hardness weighted).
-      scale: ``"none"`` (S(a) = 2a(1-a), DARS default) or ``"std"`` (S(a) = 2 sqrt(a(1-a))).
-
-    Returns an int32 array of ``acc``'s shape. ``acc >= 0.5`` gives 0; ``acc == 0`` is treated
-    as ``0.5 / n`` (and so is any ``acc < 0.5 / n``, which keeps the schedule monotone). Concrete accuracies outside [0, 1] (or NaN) raise ValueError; traced ones
-    are clipped to [0, 1] (NaN gives 0). Jittable and vectorised (``n``, ``n_max`` static).
-    """
-    check_choice("schedule", schedule, SCHEDULES)
-    check_choice("scale", scale, SCALES)
-    n, n_max = _check_sizes(n, n_max)
-    _check_acc(acc)
-    acc = jnp.asarray(acc)
-    dtype = acc.dtype if jnp.issubdtype(acc.dtype, jnp.floating) else jnp.result_type(float)
-    a = jnp.clip(acc.astype(dtype), 0, 1)
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _extra(acc, n, n_max, schedule, scale):
+    # n and n_max are traced (no shape depends on them): one compile per dtype and shape
+    n = n.astype(acc.dtype)
+    n_max = n_max.astype(acc.dtype)
+    a = jnp.clip(acc, 0, 1)
     needs_extra = (a < 0.5) & (n_max > n)      # False for NaN too
     # a = k2 / (2n); snap k2 to the integer lattice when it is within rounding of it, so
     # accuracies like 3/7 (inexact in binary) still hit the exact integer path.
@@ -118,6 +104,30 @@ def dars_extra_rollouts(acc, n, n_max, *, schedule: str = "et", scale: str = "no
     m = jnp.where(_meets_ceiling(m, k2, n, schedule, scale), m, m + 1)
     m = jnp.clip(m, 0, n_max - n)
     return jnp.where(needs_extra, m, 0).astype(jnp.int32)
+
+
+def dars_extra_rollouts(acc, n, n_max, *, schedule: str = "et", scale: str = "none"):
+    """Extra stage-2 rollouts per prompt under the DARS ET or HW schedule (int32 array).
+
+    Args:
+      acc: stage-1 empirical accuracy per prompt, any shape, values in [0, 1].
+      n: stage-1 group size N (static Python int >= 1).
+      n_max: cap on the total rollouts per prompt (static int >= n); extra <= n_max - n.
+      schedule: ``"et"`` (equal treatment) or ``"hw"`` (hardness weighted).
+      scale: ``"none"`` (S(a) = 2a(1-a), DARS default) or ``"std"`` (S(a) = 2 sqrt(a(1-a))).
+
+    Returns an int32 array of ``acc``'s shape. ``acc >= 0.5`` gives 0; ``acc == 0`` is treated
+    as ``0.5 / n`` (and so is any ``acc < 0.5 / n``, which keeps the schedule monotone).
+    Concrete accuracies outside [0, 1] (or NaN) raise ValueError; traced ones are clipped to
+    [0, 1] (NaN gives 0). Jittable and vectorised (``n``, ``n_max`` static).
+    """
+    check_choice("schedule", schedule, SCHEDULES)
+    check_choice("scale", scale, SCALES)
+    n, n_max = _check_sizes(n, n_max)
+    _check_acc(acc)
+    acc = jnp.asarray(acc)
+    dtype = acc.dtype if jnp.issubdtype(acc.dtype, jnp.floating) else jnp.result_type(float)
+    return _extra(acc.astype(dtype), jnp.asarray(n), jnp.asarray(n_max), schedule, scale)
 
 
 def dars_total_rollouts(acc, n, n_max, *, schedule: str = "et", scale: str = "none"):

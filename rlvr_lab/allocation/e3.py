@@ -73,9 +73,18 @@ def e3_allocation(rank, budget, n_min: int, n_max: int, *, cap_at_max: bool = Fa
         raise ValueError(f"rank must have shape [B] with B >= 1; got shape {rank.shape}")
     n_min = _static_int("n_min", n_min)
     n_max = _static_int("n_max", n_max, n_min)
+    _check_budget(budget, rank.shape[0], n_min, n_max)
+    return e3_counts(rank, budget, n_min, n_max, cap_at_max=cap_at_max)
+
+
+def e3_counts(rank, budget, n_min, n_max, *, cap_at_max: bool = False):
+    """:func:`e3_allocation` without validation: ``n_min``/``n_max`` may be traced (the
+    per-epoch schedule inside a ``lax.scan``)."""
+    rank = jnp.asarray(rank)
     b = rank.shape[0]
-    _check_budget(budget, b, n_min, n_max)
     dtype = rank.dtype if jnp.issubdtype(rank.dtype, jnp.floating) else jnp.float32
+    n_min = jnp.asarray(n_min, dtype)
+    n_max = jnp.asarray(n_max, dtype)
     w = jnp.maximum(rank.astype(dtype), 0.0)  # unseen (-100) -> 0
     total = w.sum()
     share = jnp.where(total > 0, w / jnp.where(total > 0, total, 1.0), 0.0)

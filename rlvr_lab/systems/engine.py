@@ -69,8 +69,10 @@ class EngineConfig:
 
     def steps_time(self, n, b, ctx_sum):
         """Seconds for ``n`` consecutive steps of a fixed batch (contexts grow by 1 per step)."""
-        n = np.asarray(n, dtype=np.float64)
-        return n * self.step_time(b, ctx_sum) + self.tau2 * b * n * (n - 1) / 2
+        if not isinstance(n, (int, float)):
+            n = np.asarray(n, dtype=np.float64)
+        return n * (self.tau0 + self.tau1 * b + self.tau2 * ctx_sum) \
+            + self.tau2 * b * n * (n - 1) / 2
 
     def steps_started_before(self, dt, b, ctx_sum) -> int:
         """Number of steps that start strictly before ``dt`` seconds have passed.
@@ -120,6 +122,9 @@ ENGINE_PRESETS = {
     # Qwen2.5-1.5B-like: 3 GB of weights, 28 layers x 2 KV heads x 128 dims -> 28.7 kB/token.
     "1.5b": EngineConfig(tau0=4e-3, tau1=8e-6, tau2=1.0e-8, prefill_per_token=1e-5,
                          max_concurrency=256),
+    # Qwen3-4B-like: 8 GB of weights, 36 layers x 8 KV heads x 128 dims -> 147 kB/token.
+    "4b": EngineConfig(tau0=5e-3, tau1=2e-5, tau2=4.4e-8, prefill_per_token=2.5e-5,
+                       max_concurrency=256),
     # Qwen2.5-7B-like: 15 GB, 28 layers x 4 KV heads -> 57 kB/token.
     "7b": EngineConfig(tau0=7.5e-3, tau1=2.8e-5, tau2=1.9e-8, prefill_per_token=3.5e-5,
                        max_concurrency=128),
@@ -128,6 +133,7 @@ ENGINE_PRESETS = {
 }
 TRAINER_PRESETS = {
     "1.5b": TrainerConfig(seconds_per_token=3e-5, overhead_s=1.0, weight_sync_s=0.5),
+    "4b": TrainerConfig(seconds_per_token=9e-5),
     "7b": TrainerConfig(seconds_per_token=1.4e-4),
     "8b": TrainerConfig(),
 }
@@ -135,6 +141,7 @@ TRAINER_PRESETS = {
 
 # ----------------------------------------------------------------------------- requests
 QUEUED, RUNNING, DONE, PARTIAL, DROPPED = 0, 1, 2, 3, 4
+_EMPTY = np.iinfo(np.int64).max // 4
 
 
 class Requests:
@@ -153,7 +160,7 @@ class Requests:
     _FIELDS = {"prompt": np.int64, "target": np.int64, "generated": np.int64,
                "status": np.int8, "group": np.int64, "v_start": np.int64,
                "t_submit": np.float64, "t_finish": np.float64, "worker": np.int64,
-               "seg_start": np.int64, "prefills": np.int64}
+               "seg_start": np.int64, "prefills": np.int64, "cached": np.int64}
 
     def _grow(self, cap):
         for name, dtype in self._FIELDS.items():
@@ -163,7 +170,9 @@ class Requests:
             setattr(self, name, new)
         self._cap = cap
 
-    def add(self, prompt, target, group, t) -> np.ndarray:
+    def add(self, prompt, target, group, t, cached=0) -> np.ndarray:
+        """New queued requests; ``cached`` prompt tokens are in the prefix cache (not prefilled
+        on first admission)."""
         target = np.atleast_1d(np.asarray(target, np.int64))
         m = target.size
         if np.any(target < 1):
@@ -181,6 +190,7 @@ class Requests:
         self.t_finish[ids] = np.nan
         self.worker[ids] = -1
         self.prefills[ids] = 0
+        self.cached[ids] = cached
         self.segments.extend([] for _ in range(m))
         self.n += m
         return ids
@@ -207,7 +217,8 @@ class Engine:
     GPUs).
     """
 
-    def __init__(self, config: EngineConfig, n_workers: int, *, speed=None, requests=None):
+    def __init__(self, config: EngineConfig, n_workers: int, *, speed=None, slots=None,
+                 requests=None):
         if not (isinstance(n_workers, (int, np.integer)) and n_workers >= 1):
             raise ValueError(f"n_workers={n_workers!r} is not allowed; use an int >= 1")
         self.cfg = config
@@ -215,14 +226,21 @@ class Engine:
         self.speed = np.ones(self.W) if speed is None else np.asarray(speed, np.float64)
         if self.speed.shape != (self.W,) or np.any(self.speed <= 0):
             raise ValueError(f"speed must be {self.W} positive numbers, got {speed!r}")
+        self.cap = np.full(self.W, self.K, np.int64) if slots is None else \
+            np.asarray(slots, np.int64)
+        if self.cap.shape != (self.W,) or np.any(self.cap < 1) or np.any(self.cap > self.K):
+            raise ValueError(f"slots must be {self.W} ints in [1, {self.K}], got {slots!r}")
         self.req = requests if requests is not None else Requests()
         self.slot = -np.ones((self.W, self.K), np.int64)
-        self.rem = np.zeros((self.W, self.K), np.int64)
+        self.rem = np.full((self.W, self.K), _EMPTY, np.int64)   # _EMPTY on free slots
+        self.nact = np.zeros(self.W, np.int64)      # active sequences per worker
+        self.ctxsum = np.zeros(self.W, np.int64)    # sum of their contexts
         self.ctx = np.zeros((self.W, self.K), np.int64)
         self.clock = np.zeros(self.W)
         self.version = np.zeros(self.W, np.int64)
         self.next_t = np.full(self.W, np.inf)
         self.busy = np.zeros(self.W)          # seconds spent decoding or prefilling
+        self.blocked = np.zeros(self.W, bool)  # workers that take no new request
         self.queue: deque = deque()
         self.pending: list[tuple[float, int]] = []   # completions found while advancing
         self.tokens_generated = 0
@@ -230,13 +248,20 @@ class Engine:
 
     # -- bookkeeping -------------------------------------------------------------------
     def _reschedule(self, w):
-        active = self.slot[w] >= 0
-        if not active.any():
+        b = int(self.nact[w])
+        if b == 0:
             self.next_t[w] = np.inf
             return
-        b, c = int(active.sum()), int(self.ctx[w][active].sum())
-        n = int(self.rem[w][active].min())
-        self.next_t[w] = self.clock[w] + float(self.cfg.steps_time(n, b, c)) / self.speed[w]
+        n = int(self.rem[w].min())
+        self.next_t[w] = (self.clock[w]
+                          + self.cfg.steps_time(n, b, int(self.ctxsum[w])) / self.speed[w])
+
+    def _free_slot(self, w, k):
+        self.slot[w, k] = -1
+        self.rem[w, k] = _EMPTY
+        self.ctxsum[w] -= self.ctx[w, k]
+        self.ctx[w, k] = 0
+        self.nact[w] -= 1
 
     def _close_segment(self, i, w):
         done = int(self.req.generated[i] - self.req.seg_start[i])
@@ -251,34 +276,33 @@ class Engine:
 
     def _apply_steps(self, w, n):
         """Run ``n`` decode steps of worker w's current batch; finished requests go to pending."""
-        active = self.slot[w] >= 0
-        if n <= 0 or not active.any():
+        b = int(self.nact[w])
+        if n <= 0 or b == 0:
             return
-        b, c = int(active.sum()), int(self.ctx[w][active].sum())
-        dt = float(self.cfg.steps_time(n, b, c)) / self.speed[w]
+        active = self.slot[w] >= 0
+        dt = self.cfg.steps_time(n, b, int(self.ctxsum[w])) / self.speed[w]
         self.clock[w] += dt
         self.busy[w] += dt
         self.rem[w][active] -= n
         self.ctx[w][active] += n
-        ids = self.slot[w][active]
-        self.req.generated[ids] += n
+        self.ctxsum[w] += n * b
+        self.req.generated[self.slot[w][active]] += n
         self.tokens_generated += n * b
-        for k in np.flatnonzero(active & (self.rem[w] == 0)):
+        for k in np.flatnonzero(self.rem[w] == 0):
             i = int(self.slot[w, k])
             self._close_segment(i, w)
             self.req.status[i] = DONE
             self.req.t_finish[i] = self.clock[w]
-            self.slot[w, k] = -1
+            self._free_slot(w, k)
             self.pending.append((float(self.clock[w]), i))
 
     def advance(self, w, t):
         """Bring worker w to time t: every step that starts before t runs to its end."""
-        active = self.slot[w] >= 0
-        if active.any() and t > self.clock[w]:
-            b, c = int(active.sum()), int(self.ctx[w][active].sum())
-            n = self.cfg.steps_started_before((t - self.clock[w]) * self.speed[w], b, c)
-            n = min(n, int(self.rem[w][active].min()))
-            self._apply_steps(w, n)
+        b = int(self.nact[w])
+        if b and t > self.clock[w]:
+            n = self.cfg.steps_started_before((t - self.clock[w]) * self.speed[w], b,
+                                              int(self.ctxsum[w]))
+            self._apply_steps(w, min(n, int(self.rem[w].min())))
         self.clock[w] = max(self.clock[w], t)
         self._reschedule(w)
 
@@ -294,8 +318,7 @@ class Engine:
         t_pend = min((s for s, _ in self.pending), default=math.inf)
         w = int(np.argmin(self.next_t))
         if self.next_t[w] < t_pend:
-            active = self.slot[w] >= 0
-            self._apply_steps(w, int(self.rem[w][active].min()))
+            self._apply_steps(w, int(self.rem[w].min()))
             self._reschedule(w)
         if not self.pending:
             return math.inf, np.zeros(0, np.int64)
@@ -315,16 +338,17 @@ class Engine:
         self.dispatch(t)
 
     def free_slots(self) -> int:
-        return int((self.slot < 0).sum())
+        """Free slots on workers that are not blocked."""
+        return int((self.cap - self.nact)[~self.blocked].sum())
 
     def in_flight(self) -> int:
-        return int((self.slot >= 0).sum())
+        return int(self.nact.sum())
 
     def dispatch(self, t):
         """Fill free slots from the queue at time t, each into the worker with most free slots."""
         if not self.queue:
             return
-        free = (self.slot < 0).sum(axis=1)
+        free = np.where(self.blocked, 0, self.cap - self.nact)
         admitted: dict[int, list[int]] = {}
         while self.queue and free.max() > 0:
             w = int(np.argmax(free))
@@ -333,12 +357,14 @@ class Engine:
         for w, ids in admitted.items():
             self.advance(w, t)
             tokens = 0
-            for i in ids:
-                k = int(np.flatnonzero(self.slot[w] < 0)[0])
+            for i, k in zip(ids, np.flatnonzero(self.slot[w] < 0)):
                 self.slot[w, k] = i
+                self.nact[w] += 1
                 self.rem[w, k] = self.req.target[i] - self.req.generated[i]
                 self.ctx[w, k] = self.req.prompt[i] + self.req.generated[i]
-                tokens += int(self.ctx[w, k])
+                self.ctxsum[w] += self.ctx[w, k]
+                tokens += int(self.ctx[w, k]) - int(self.req.cached[i])
+                self.req.cached[i] = 0   # a resumed request re-prefills everything
                 self.req.status[i] = RUNNING
                 self.req.worker[i] = w
                 self.req.prefills[i] += 1
@@ -364,7 +390,7 @@ class Engine:
                 i = int(self.slot[w, k])
                 self._close_segment(i, w)
                 self.req.status[i] = PARTIAL
-                self.slot[w, k] = -1
+                self._free_slot(w, k)
                 partial.append(i)
             self._reschedule(w)
         queued = list(self.queue)

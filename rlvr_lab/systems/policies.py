@@ -79,16 +79,21 @@ class Run:
     warmup: int = 0
     extra: dict = field(default_factory=dict)
 
+    def _first(self) -> int:
+        # time is measured between step ends, so at least one step opens the window
+        return max(self.warmup, 1) if len(self.steps) > 1 else 0
+
     def window(self) -> pd.DataFrame:
-        return self.steps.iloc[self.warmup:]
+        return self.steps.iloc[self._first():]
 
     def summary(self) -> dict:
-        """Steady-state metrics over the steps after ``warmup``."""
+        """Steady-state metrics over the steps after ``warmup`` (and after step 0)."""
         df = self.window()
-        t0 = self.steps["t_end"].iloc[self.warmup - 1] if self.warmup > 0 else 0.0
+        first = self._first()
+        t0 = self.steps["t_end"].iloc[first - 1] if first > 0 else 0.0
         span = float(df["t_end"].iloc[-1] - t0)
         n = len(df)
-        stale = np.concatenate([np.asarray(s) for s in self.staleness[self.warmup:]] or [[]])
+        stale = np.concatenate([np.asarray(s) for s in self.staleness[first:]] or [[]])
         consumed = float(df["consumed_tokens"].sum())
         rollout_time = float(df["rollout_time"].sum())
         out = {
@@ -96,6 +101,7 @@ class Run:
             "time_per_step": span / n,
             "rollout_throughput": float(df["generated_tokens"].sum()) / rollout_time
             if rollout_time > 0 else math.nan,
+            "effective_throughput": consumed / rollout_time if rollout_time > 0 else math.nan,
             "training_throughput": consumed / span,
             "trainer_idle_fraction": 1.0 - float(df["train_time"].sum()) / span,
             "off_policy_token_fraction": float(df["off_policy_tokens"].sum()) / max(consumed, 1),
@@ -109,7 +115,7 @@ class Run:
 
     def staleness_counts(self, max_value: int | None = None) -> np.ndarray:
         stale = np.concatenate([np.asarray(s, np.int64)
-                                for s in self.staleness[self.warmup:]] or [np.zeros(0, int)])
+                                for s in self.staleness[self._first():]] or [np.zeros(0, int)])
         size = (max_value if max_value is not None else int(stale.max(initial=0))) + 1
         return np.bincount(np.minimum(stale, size - 1), minlength=size)
 
@@ -184,6 +190,8 @@ def run_partial(seed, workload: Workload = Workload(), engine: EngineConfig = En
             for g in sorted({int(x) for x in eng.req.group[ids]}):
                 if groups.complete(g) and g not in done:
                     done.append(g)
+            if len(done) < n_target:
+                eng.dispatch(t_stop)
         eng.abort(t_stop)
         while eng.pending:  # finished in the step that was running at the abort
             _, ids = eng.pop()
@@ -205,12 +213,12 @@ def run_partial(seed, workload: Workload = Workload(), engine: EngineConfig = En
         gen_tokens = eng.tokens_generated - tok0
         train_tokens = int((eng.req.prompt[batch_ids] + eng.req.target[batch_ids]).sum())
         train_time = trainer.step_time(train_tokens, train_gpus)
-        t_end = t_stop + train_time + trainer.weight_sync_s
+        t_end = t_stop + train_time
         _record(rows, staleness, eng.req, batch_ids, k, step=k, t_start=t, t_end=t_end,
                 rollout_time=rollout_time, generated_tokens=gen_tokens, train_time=train_time,
                 wasted_tokens=wasted, buffered_groups=len(buffer))
         eng.set_version(t_end, k + 1, interrupt=False)
-        t = t_end
+        t = t_end + trainer.weight_sync_s     # workers load the new weights
     if warmup is None:
         warmup = 0 if mode == "sync" else min(steps // 4, 4)
     return Run(mode, pd.DataFrame(rows), staleness, eng.req, eng,
@@ -233,7 +241,8 @@ def areal_admits(n_submitted: int, version: int, batch: int, eta: int | None) ->
 def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = EngineConfig(),
               trainer: TrainerConfig = TrainerConfig(), *, n_workers: int = 4,
               train_gpus: int = 4, steps: int = 12, eta: int | None = 4,
-              interrupt: bool = True, speed=None, delays=None, max_staleness: int | None = None,
+              interrupt: bool = True, speed=None, slots=None, delays=None,
+              max_staleness: int | None = None,
               warmup: int | None = None, gpu_price_per_hour: float = 2.5,
               worker_price_per_hour=None, trainer_price_per_hour: float | None = None) -> Run:
     """Fully asynchronous RL: ``n_workers`` generate continuously, ``train_gpus`` train.
@@ -245,7 +254,8 @@ def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = Engi
     loading; with ``interrupt=True`` in-flight requests continue under the new weights after
     a re-prefill (AReaL's interruptible generation).
 
-    ECHO-2 options: ``speed`` (per-worker speed factors), ``delays`` (per-worker
+    ECHO-2 options: ``speed`` (per-worker speed factors), ``slots`` (per-worker
+    concurrency caps), ``delays`` (per-worker
     dissemination latency), ``max_staleness=S``: a worker whose local version is older than
     ``v - S`` takes no new request, and a group older than S versions at consumption is
     dropped. ``eta=None`` disables AReaL's rule.
@@ -257,14 +267,13 @@ def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = Engi
                                           and max_staleness >= 0):
         raise ValueError(f"max_staleness={max_staleness!r} is not allowed; use an int >= 0")
     rng = as_rng(seed)
-    eng = Engine(engine, n_workers, speed=speed)
+    eng = Engine(engine, n_workers, speed=speed, slots=slots)
     delays = np.zeros(n_workers) if delays is None else np.asarray(delays, np.float64)
     if delays.shape != (n_workers,) or np.any(delays < 0):
         raise ValueError(f"delays must be {n_workers} non-negative seconds, got shape "
                          f"{delays.shape}")
     groups = _Groups(workload, rng, eng.req)
     B, G = workload.n_groups, workload.group_size
-    capacity = n_workers * engine.max_concurrency
     version = 0
     complete: list[int] = []                    # complete groups waiting for the trainer
     arrivals: list[tuple[float, int, int]] = []  # (time, worker, version) weight arrivals
@@ -282,10 +291,8 @@ def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = Engi
     def top_up(t):
         eng.blocked = blocked()
         while True:
-            queued = len(eng.queue)
-            room = capacity - int((eng.slot[~eng.blocked] >= 0).sum()) - \
-                int((eng.slot[eng.blocked] < 0).sum()) * 0 - queued
-            if eng.blocked.all() or room < G:
+            room = eng.free_slots() - len(eng.queue)
+            if room <= 0:
                 break
             if not areal_admits(counters["admitted"], version, B, eta):
                 break
@@ -339,8 +346,7 @@ def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = Engi
             for w in range(n_workers):
                 arrivals.append((t_end + delays[w], w, version))
             trainer_free_at = t_end
-            try_train(t)
-            top_up(t)
+            try_train(t)   # admissions wait for the weight arrival events at t + delay
         elif t == t_arr:
             due = [a for a in arrivals if a[0] == t]
             arrivals = [a for a in arrivals if a[0] != t]
@@ -362,7 +368,7 @@ def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = Engi
     if warmup is None:
         warmup = min(steps // 4, 4)
     n_gpus = n_workers + train_gpus
-    extra = {"eta": eta, "max_staleness": max_staleness, "dropped_groups":
+    extra = {"eta": eta, "staleness_bound": max_staleness, "dropped_groups":
              counters["dropped_groups"], "dropped_tokens": counters["dropped_tokens"],
              "admissions": admissions}
     run = Run("async", span_rows, staleness, eng.req, eng, n_gpus=n_gpus,

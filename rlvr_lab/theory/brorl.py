@@ -43,8 +43,9 @@ update the two sampled terms are *not* sign-definite (a correct token drawn less
 ``p_j T_R / R_c`` of the time is pushed down), which is why the simulation tracks both.
 
 Everything here is jittable and vmappable and keeps the dtype of ``logits`` (use float64 for
-closed-form checks). ``exact`` is computed from log-masses with ``expm1`` on the smaller of the
-two masses, so it is accurate even when the change is far below the masses themselves.
+closed-form checks). ``exact`` sums ``p_j expm1(log p'_j - log p_j)`` over the smaller of the
+two sets, with the normaliser change from ``log1p``, so it stays accurate even when the change
+is far below the masses themselves (see :func:`exact_mass_change`).
 """
 from __future__ import annotations
 
@@ -97,24 +98,44 @@ def correct_mass(logits, correct):
     return jnp.exp(log_masses(logits, correct)[0])
 
 
+def log_normaliser_change(logits, delta):
+    """``lse(z + delta) - lse(z) = log sum_j p_j exp(delta_j)``, accurate for small steps.
+
+    Evaluated as ``log1p(sum_j p_j expm1(delta_j))`` (relative precision in the small change
+    itself) when ``max|delta| < 1``, else as the plain difference of log-sum-exps.
+    """
+    z = jnp.asarray(logits)
+    p = jax.nn.softmax(z)
+    small = jnp.max(jnp.abs(delta), initial=0.0) < 1.0
+    # the small-step branch is evaluated on a clipped delta so it never overflows
+    accurate = jnp.log1p(jnp.sum(p * jnp.expm1(jnp.clip(delta, -1.0, 1.0))))
+    plain = jax.nn.logsumexp(z + delta) - jax.nn.logsumexp(z)
+    return jnp.where(small, accurate, plain)
+
+
 def exact_mass_change(logits, correct, delta):
     """``Q_pos(softmax(logits + delta)) - Q_pos(softmax(logits))``, without cancellation.
 
-    Evaluated as ``Q expm1(d log Q)`` on whichever of ``Q_pos``/``Q_neg`` is smaller
-    (``dQ_pos = -dQ_neg``). 0 when the correct set or its complement is empty.
+    Each token's change is ``p'_j - p_j = p_j expm1(delta_j - dlse)`` with ``dlse`` from
+    :func:`log_normaliser_change`; the sum runs over whichever of C and W holds less mass
+    (``dQ_pos = -dQ_neg``). So the result is accurate to a few ulps of
+    ``sum_j p_j |p'_j/p_j - 1|`` even when it is far below the masses themselves (a plain
+    ``Q_after - Q_before`` loses all digits once the change is below ``eps * Q``).
+    0 when the correct set or its complement is empty.
     """
     z = jnp.asarray(logits)
     correct = jnp.asarray(correct, bool)
-    lp0, ln0 = log_masses(z, correct)
-    lp1, ln1 = log_masses(z + delta, correct)
+    log_p = jax.nn.log_softmax(z)
+    shift = delta - log_normaliser_change(z, delta)          # log p'_j - log p_j
+    # p_j expm1(shift_j); for huge shifts (only possible on underflowed p_j) use p'_j - p_j
+    change = jnp.where(shift < 30.0, jnp.exp(log_p) * jnp.expm1(jnp.minimum(shift, 30.0)),
+                       jnp.exp(log_p + shift) - jnp.exp(log_p))
+    p = jnp.exp(log_p)
+    q_pos = jnp.sum(jnp.where(correct, p, 0.0))
+    via_pos = jnp.sum(jnp.where(correct, change, 0.0))
+    via_neg = -jnp.sum(jnp.where(correct, 0.0, change))
     has_both = jnp.any(correct) & jnp.any(~correct)
-    # where() before the subtraction so that -inf - -inf (empty set) never makes a NaN
-    dlp = jnp.where(has_both, lp1 - jnp.where(has_both, lp0, 0.0), 0.0)
-    dln = jnp.where(has_both, ln1 - jnp.where(has_both, ln0, 0.0), 0.0)
-    via_pos = jnp.exp(lp0) * jnp.expm1(dlp)
-    via_neg = -jnp.exp(ln0) * jnp.expm1(dln)
-    change = jnp.where(lp0 <= jnp.log(0.5), via_pos, via_neg)
-    return jnp.where(has_both, change, 0.0)
+    return jnp.where(has_both, jnp.where(q_pos <= 0.5, via_pos, via_neg), 0.0)
 
 
 def first_order_mass_change(logits, correct, delta):
@@ -126,8 +147,7 @@ def first_order_mass_change(logits, correct, delta):
 
 def log_prob_change(logits, delta):
     """Exact per-token ``log p'_j - log p_j = delta_j - (lse(z + delta) - lse(z))``."""
-    z = jnp.asarray(logits)
-    return delta - (jax.nn.logsumexp(z + delta) - jax.nn.logsumexp(z))
+    return delta - log_normaliser_change(logits, delta)
 
 
 def fraction_correct_decreased(logits, correct, delta):

@@ -19,6 +19,7 @@ plug-in for hard prompts (e.g. ``n p << 1``: most groups are all-wrong and carry
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 import jax
@@ -91,6 +92,11 @@ def expected_cumulative_advantage(p, n, *, scale: str = "none"):
     p = jnp.clip(_float(p), 0, 1)
     if scale == "none":
         return 2 * (n - 1) * p * (1 - p)
+    return _expected_std(p, n)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _expected_std(p, n):
     c = jnp.arange(n + 1, dtype=p.dtype)
     pmf = binom.pmf(c, n, p[..., None])
     return jnp.sum(pmf * 2 * jnp.sqrt(c * (n - c)), axis=-1)
@@ -108,16 +114,25 @@ def expected_cumulative_advantage_dars(p, n, n_max, *, schedule: str | None = "e
     Returns ``(expected_sum_abs_adv, expected_rollouts)``, each of ``p``'s shape; exact double
     binomial sum (``n``, ``n_max`` static).
     """
+    check_choice("scale", scale, SCALES)
+    if schedule is not None:
+        check_choice("schedule", schedule, ("et", "hw"))
+    n = _check_n(n)
+    n_max = n if schedule is None else _check_n(n_max, "n_max")
+    if n_max < n:
+        raise ValueError(f"n_max={n_max} is not allowed; it must be >= n={n}")
+    _check_unit(p, "p")
+    return _expected_dars(jnp.clip(_float(p), 0, 1), n, n_max, schedule, scale)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def _expected_dars(p, n, n_max, schedule, scale):
     from rlvr_lab.allocation.dars import dars_extra_rollouts
 
-    check_choice("scale", scale, SCALES)
-    n = _check_n(n)
-    _check_unit(p, "p")
-    p = jnp.clip(_float(p), 0, 1)[..., None, None]
+    p = p[..., None, None]
     c1 = jnp.arange(n + 1, dtype=p.dtype)
     if schedule is None:
         extra = jnp.zeros(n + 1, jnp.int32)
-        n_max = n
     else:
         extra = dars_extra_rollouts(c1 / n, n, n_max, schedule=schedule, scale=scale)
     c2 = jnp.arange(max(n_max - n, 0) + 1, dtype=p.dtype)

@@ -298,33 +298,88 @@ _MC_WIDTH = 17  # groups are padded to this width (masked), so g <= 16 shares on
 
 
 @functools.lru_cache(maxsize=64)
-def _mc_group_fn(sample, width: int, baseline: str, random_ref: bool, reference_g: int):
-    """jit(vmap over groups) of one group's (flip share, zero share).
+def _mc_group_fn(sample, width: int, random_ref: bool, reference_g: int):
+    """jit(vmap over groups) of one group's (flip share, zero share) for many (n, reference).
 
-    The group is drawn at a fixed ``width`` and the first ``n`` entries are valid (``n`` is a
-    traced argument), so every group size up to ``width`` reuses one compiled function.
+    One group of ``width`` rewards is drawn per key; for each group size ``n`` (traced) its
+    first ``n`` entries are the group, so all sizes reuse one compiled function and share the
+    draws (common random numbers across G; each cell's CI is still valid on its own). The
+    baseline is a traced flag too, so one sampler costs one compilation.
+    Returns ``[groups, len(ns), len(refs)]`` arrays.
     """
 
-    def one_group(key, ref, n):
+    def shares(r, ref, n, median):
+        valid = jnp.arange(width)[None, :] < n
+        # mean: grpo(scale="none") without its "lone rollout -> 0" rule, which agrees anyway
+        # (a group of one is its own mean); median: the library's MC-GRPO estimator
+        mean_adv = r - jnp.sum(jnp.where(valid, r, 0), -1, keepdims=True) / n
+        med_adv, med_keep = advantages.mc_grpo(r, valid, scale="none")
+        adv = jnp.where(median, med_adv, mean_adv)
+        keep = jnp.where(median, med_keep, valid)
+        g = jnp.where(median, n - 1, n)
+
+        def per_ref(rf):
+            true = r - rf
+            flip = keep & (jnp.sign(adv) * jnp.sign(true) < 0)
+            zero = keep & (adv == 0) & (true != 0)
+            return flip.sum() / g, zero.sum() / g
+
+        return jax.vmap(per_ref)(ref)
+
+    def one_group(key, refs, ns, median):
         k_group, k_ref = jax.random.split(key)
         r = sample(k_group, (1, width))
-        valid = jnp.arange(width)[None, :] < n
         if random_ref:
-            ref = jnp.mean(sample(k_ref, (reference_g,)))
-        if baseline == "mean":
-            # grpo(scale="none") without its "lone rollout -> 0" rule, which agrees anyway:
-            # a group of one is its own mean
-            mean = jnp.sum(jnp.where(valid, r, 0), -1, keepdims=True) / n
-            adv, keep = r - mean, valid
-        else:
-            adv, keep = advantages.mc_grpo(r, valid, scale="none")
-        true = r - ref
-        flip = keep & (jnp.sign(adv) * jnp.sign(true) < 0)
-        zero = keep & (adv == 0) & (true != 0)
-        g = n if baseline == "mean" else n - 1
-        return flip.sum() / g, zero.sum() / g
+            refs = jnp.mean(sample(k_ref, (reference_g,)))[None]
+        return jax.vmap(shares, in_axes=(None, None, 0, None))(r, refs, ns, median)
 
-    return jax.jit(jax.vmap(one_group, in_axes=(0, None, None)))
+    return jax.jit(jax.vmap(one_group, in_axes=(0, None, None, None)))
+
+
+def _check_mc_args(num_groups, level):
+    if isinstance(num_groups, bool) or not isinstance(num_groups, (int, np.integer)) \
+            or num_groups < 2:
+        raise ValueError(f"num_groups={num_groups!r} is not allowed; use an integer >= 2")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level!r} is not allowed; use a number in (0, 1)")
+
+
+def _resolve_mc_reference(reference, law_mean, law_median):
+    if reference in ("mean", "median"):
+        given = law_mean if reference == "mean" else law_median
+        if given is None:
+            raise ValueError(f"reference={reference!r} needs law_{reference}= (the population "
+                             f"value) for a sampler")
+        return float(given)
+    return reference
+
+
+def monte_carlo_sweep(key, sample: Callable, gs, *, baseline: str = "mean", references=("mean",),
+                      reference_g: int = 64, law_mean: float | None = None,
+                      law_median: float | None = None, num_groups: int = 65536,
+                      level: float = 0.95) -> dict[str, np.ndarray]:
+    """:func:`sign_flip_monte_carlo` for many group sizes and references in one compiled call.
+
+    Returns ``{"flip", "flip_half_width", "zero", "zero_half_width"}`` arrays of shape
+    ``[len(gs), len(references)]``. ``"group_mean"`` may not be mixed with other references.
+    """
+    check_choice("baseline", baseline, BASELINES)
+    gs = [_check_group_size(g) for g in gs]
+    _check_mc_args(num_groups, level)
+    refs = [_resolve_mc_reference(_check_reference(r, reference_g), law_mean, law_median)
+            for r in references]
+    random_ref = "group_mean" in refs
+    if random_ref and len(refs) > 1:
+        raise ValueError(f"references={tuple(references)!r}: 'group_mean' must be the only one")
+    ns = [g if baseline == "mean" else g + 1 for g in gs]
+    fn = _mc_group_fn(sample, max(max(ns), _MC_WIDTH), random_ref, int(reference_g))
+    keys = jax.random.split(key, int(num_groups))
+    ref_arr = jnp.zeros(1) if random_ref else jnp.asarray(refs)
+    flips, zeros = (np.asarray(x, np.float64) for x in fn(keys, ref_arr, jnp.asarray(ns),
+                                                           jnp.asarray(baseline == "median")))
+    z = stats.norm.ppf(0.5 + level / 2) / math.sqrt(num_groups)
+    return {"flip": flips.mean(0), "flip_half_width": z * flips.std(0, ddof=1),
+            "zero": zeros.mean(0), "zero_half_width": z * zeros.std(0, ddof=1)}
 
 
 def sign_flip_monte_carlo(key, sample: Callable, g: int, *, baseline: str = "mean",
@@ -340,29 +395,11 @@ def sign_flip_monte_carlo(key, sample: Callable, g: int, *, baseline: str = "mea
     The estimate averages per-group shares over ``num_groups`` i.i.d. groups; the half-width
     is the normal-approximation CI at ``level`` (groups are i.i.d., so the CLT applies).
     """
-    check_choice("baseline", baseline, BASELINES)
-    g = _check_group_size(g)
-    reference = _check_reference(reference, reference_g)
-    if isinstance(num_groups, bool) or not isinstance(num_groups, (int, np.integer)) \
-            or num_groups < 2:
-        raise ValueError(f"num_groups={num_groups!r} is not allowed; use an integer >= 2")
-    if not 0 < level < 1:
-        raise ValueError(f"level={level!r} is not allowed; use a number in (0, 1)")
-    if reference in ("mean", "median"):
-        given = law_mean if reference == "mean" else law_median
-        if given is None:
-            raise ValueError(f"reference={reference!r} needs law_{reference}= (the population "
-                             f"value) for a sampler")
-        reference = float(given)
-    random_ref = reference == "group_mean"
-    n = g if baseline == "mean" else g + 1
-    fn = _mc_group_fn(sample, max(n, _MC_WIDTH), baseline, random_ref, int(reference_g))
-    keys = jax.random.split(key, int(num_groups))
-    flips, zeros = fn(keys, jnp.asarray(0.0 if random_ref else reference), jnp.asarray(n))
-    flips, zeros = np.asarray(flips, np.float64), np.asarray(zeros, np.float64)
-    z = stats.norm.ppf(0.5 + level / 2)
-    half = lambda x: float(z * x.std(ddof=1) / math.sqrt(x.size))  # noqa: E731
-    return MonteCarloFlips(float(flips.mean()), half(flips), float(zeros.mean()), half(zeros),
+    out = monte_carlo_sweep(key, sample, [g], baseline=baseline, references=(reference,),
+                            reference_g=reference_g, law_mean=law_mean, law_median=law_median,
+                            num_groups=num_groups, level=level)
+    return MonteCarloFlips(*(float(out[k][0, 0]) for k in
+                             ("flip", "flip_half_width", "zero", "zero_half_width")),
                            int(num_groups))
 
 
@@ -378,3 +415,18 @@ def law_flip_statistics(key, law: RewardLaw, g: int, *, baseline: str = "mean",
     return sign_flip_monte_carlo(key, law.sample, g, baseline=baseline, reference=reference,
                                  reference_g=reference_g, law_mean=law.mean,
                                  law_median=law.median, num_groups=num_groups)
+
+
+def law_flip_sweep(key, law: RewardLaw, gs, *, baseline: str = "mean",
+                   references=("mean",), num_groups: int = 65536) -> dict[str, np.ndarray]:
+    """:func:`monte_carlo_sweep` for a :class:`RewardLaw`, exact (half-widths 0) if discrete."""
+    if not law.discrete:
+        return monte_carlo_sweep(key, law.sample, gs, baseline=baseline, references=references,
+                                 law_mean=law.mean, law_median=law.median,
+                                 num_groups=num_groups)
+    stats_ = [[flip_statistics(law.values, law.probs, g, baseline=baseline, reference=r)
+               for r in references] for g in gs]
+    arr = np.array(stats_, dtype=np.float64).reshape(len(gs), len(references), 2)
+    zeros = np.zeros(arr.shape[:2])
+    return {"flip": arr[..., 0], "flip_half_width": zeros, "zero": arr[..., 1],
+            "zero_half_width": zeros}

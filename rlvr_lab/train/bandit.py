@@ -228,7 +228,7 @@ def make_train(config: BanditConfig):
             (loss, clip_frac), grads = grad_fn(logits, mb)
             updates, opt_state = optimizer.update(grads, opt_state, logits)
             logits = optax.apply_updates(logits, updates)
-            return (logits, opt_state), (loss, clip_frac, optax.tree_utils.tree_l2_norm(grads))
+            return (logits, opt_state), (loss, clip_frac, optax.tree_utils.tree_norm(grads))
 
         def step(state: TrainState, key):
             k_roll, k_perm = jax.random.split(key)
