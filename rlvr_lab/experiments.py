@@ -224,14 +224,86 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def _local_module_file(name: str) -> Path | None:
+    """The source file of an ``rlvr_lab``/``simulations`` module (package -> __init__.py)."""
+    root = Path(__file__).resolve().parents[1]
+    parts = name.split(".")
+    if parts[0] not in ("rlvr_lab", "simulations"):
+        return None
+    base = root.joinpath(*parts)
+    if (base / "__init__.py").exists():
+        return base / "__init__.py"
+    if base.with_suffix(".py").exists():
+        return base.with_suffix(".py")
+    return None
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """``(module name, is the module part of a from-import)`` for each module-level import in
+    ``path`` (imports inside functions are lazy plumbing, e.g. the runner's own discovery)."""
+    import ast
+
+    found = []
+    top = ast.parse(path.read_text()).body
+    nodes = [n for stmt in top if not isinstance(stmt, (ast.FunctionDef, ast.ClassDef,
+                                                         ast.AsyncFunctionDef))
+             for n in ast.walk(stmt)]
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.extend((a.name, False) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, True))
+            found.extend((f"{node.module}.{a.name}", False) for a in node.names)
+    return found
+
+
+def source_files(module_file: str | Path) -> list[Path]:
+    """The experiment module and the project modules it imports, transitively.
+
+    A package imported as a module (``from rlvr_lab import theory``) counts with all its
+    submodules, since they may be loaded lazily by name; a package that only hosts the
+    imported name, and the parents' ``__init__`` files, count by their own text.
+    """
+    seen: dict[Path, bool] = {}
+    todo = [(Path(module_file).resolve(), True)]
+    rollout_file = _local_module_file("rlvr_lab.train.rollout").resolve()
+    while todo:
+        if rollout_file in seen and rollout_file not in todo:
+            # the rollout registry loads its extension stages by name
+            from rlvr_lab.train.rollout import EXTENSION_MODULES
+            todo.extend((f.resolve(), True) for f in map(_local_module_file, EXTENSION_MODULES)
+                        if f is not None and f.resolve() not in seen)
+        path, follow = todo.pop()
+        if not path.exists() or (path in seen and (seen[path] or not follow)):
+            continue
+        seen[path] = follow
+        if not follow:
+            continue
+        for name, from_module in _imports(path):
+            target = name
+            while target and _local_module_file(target) is None:
+                target = target.rsplit(".", 1)[0] if "." in target else ""
+            if not target:
+                continue
+            found = _local_module_file(target).resolve()
+            is_package = found.name == "__init__.py"
+            exact = target == name
+            if is_package and exact and not from_module:
+                todo.extend((f.resolve(), True) for f in found.parent.glob("*.py"))
+            todo.append((found, not (is_package and (from_module or not exact))))
+            parts = target.split(".")
+            for i in range(1, len(parts)):
+                parent = _local_module_file(".".join(parts[:i]))
+                if parent is not None:
+                    todo.append((parent.resolve(), False))
+    return sorted(seen)
+
+
 def _source_digest(exp: Experiment) -> str:
     h = hashlib.sha256()
-    lib = Path(__file__).resolve().parent
-    files = sorted(lib.rglob("*.py"))
-    if exp.module_file:
-        files.append(Path(exp.module_file))
-    for f in files:
-        h.update(str(f.relative_to(f.parents[1]) if len(f.parents) > 1 else f).encode())
+    root = Path(__file__).resolve().parents[1]
+    for f in source_files(exp.module_file):
+        h.update(str(f.relative_to(root) if f.is_relative_to(root) else f.name).encode())
         h.update(f.read_bytes())
     return h.hexdigest()
 

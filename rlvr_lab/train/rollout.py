@@ -52,12 +52,16 @@ def names() -> list[str]:
     return _STAGES.names()
 
 
+# modules that register more stages on import; loaded on first lookup so names like "dars"
+# work in a config without importing the module by hand
+EXTENSION_MODULES = ("rlvr_lab.train.dars", "rlvr_lab.train.curriculum_stage")
+
+
 def _load_extensions():
-    """Import optional modules that register more stages (they may not exist yet)."""
     import importlib
     import importlib.util
 
-    for mod in ("rlvr_lab.train.dars", "rlvr_lab.train.curriculum_stage"):
+    for mod in EXTENSION_MODULES:
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod)
 
