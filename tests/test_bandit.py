@@ -188,3 +188,17 @@ def test_four_fake_devices_give_the_same_numbers():
     assert outs[0]["devices"] == 1 and outs[1]["devices"] == 4
     np.testing.assert_allclose(outs[0]["acc"], outs[1]["acc"], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(outs[0]["loss"], outs[1]["loss"], rtol=1e-5, atol=1e-7)
+
+
+def test_shuffle_is_a_uniform_permutation():
+    perms = np.asarray(jax.vmap(lambda k: rollout.shuffle(k, 4))(
+        jax.random.split(jax.random.key(0), 24000)))
+    assert all(sorted(p) == [0, 1, 2, 3] for p in perms[:200])
+    # every element lands in every position with probability 1/4
+    for pos in range(4):
+        freq = np.bincount(perms[:, pos], minlength=4) / len(perms)
+        np.testing.assert_allclose(freq, 0.25, atol=0.015)
+    # all 24 orders appear about equally often
+    codes = perms @ np.array([64, 16, 4, 1])
+    counts = np.unique(codes, return_counts=True)[1]
+    assert len(counts) == 24 and counts.min() > 800 and counts.max() < 1200
