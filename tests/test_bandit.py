@@ -202,3 +202,18 @@ def test_shuffle_is_a_uniform_permutation():
     codes = perms @ np.array([64, 16, 4, 1])
     counts = np.unique(codes, return_counts=True)[1]
     assert len(counts) == 24 and counts.min() > 800 and counts.max() < 1200
+
+
+def test_sampled_gradient_matches_exact_gradient():
+    """RLOO's sampled policy gradient is unbiased; Dr.GRPO's is shrunk by (G-1)/G."""
+    from simulations.grpo_family import gradient_check, sampled_gradients
+
+    bank = prompt_bank.make_bank(PromptBankConfig(num_prompts=6, vocab_size=5,
+                                                  difficulty_a=2.0, difficulty_b=2.0))
+    exact = prompt_bank.exact_policy_gradient(bank.logits0, bank.reward_table)
+    coverage, ratio, se = gradient_check(
+        sampled_gradients(jax.random.key(0), bank, "rloo", 4, 4000), exact)
+    assert coverage >= 0.85 and abs(ratio - 1) < 4 * se
+    _, ratio_dr, se_dr = gradient_check(
+        sampled_gradients(jax.random.key(1), bank, "dr_grpo", 4, 4000), exact)
+    assert abs(ratio_dr - 0.75) < 4 * se_dr and abs(ratio_dr - 1) > 4 * se_dr
