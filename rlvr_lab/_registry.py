@@ -1,7 +1,7 @@
 """A tiny named registry shared by estimators, losses, KL estimators and experiments."""
 from __future__ import annotations
 
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -42,7 +42,13 @@ class Registry(Generic[T]):
 def check_choice(what: str, value, allowed) -> None:
     """One-line ValueError naming the bad value and the allowed ones."""
     if value not in allowed:
-        raise ValueError(f"{what}={value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}")
+        raise ValueError(f"{what}={value!r} is not allowed; choose one of "
+                         f"{', '.join(map(repr, allowed))}")
 
 
-Fn = Callable[..., object]
+def positive_int(name: str, value) -> None:
+    """One-line ValueError unless ``value`` is a positive integer (bools are not)."""
+    import numpy as np
+
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive integer")

@@ -38,7 +38,8 @@ def _prepare(rewards, mask):
     else:
         mask = jnp.asarray(mask, dtype=bool)
         if mask.shape != rewards.shape:
-            raise ValueError(f"mask shape {mask.shape} does not match rewards shape {rewards.shape}")
+            raise ValueError(f"mask shape {mask.shape} does not match rewards shape "
+                             f"{rewards.shape}")
     return rewards, mask
 
 

@@ -66,7 +66,7 @@ def entropy(logits, axis=-1):
 
 
 def mean_token_entropy(logits, mask=None):
-    """Mean entropy over valid positions; ``logits`` ``[..., V]``, ``mask`` ``logits.shape[:-1]``."""
+    """Mean entropy over valid positions: ``logits [..., V]``, ``mask`` ``logits.shape[:-1]``."""
     h = entropy(logits)
     m = jnp.ones(h.shape, bool) if mask is None else jnp.asarray(mask, bool)
     mf = m.astype(h.dtype)

@@ -6,18 +6,11 @@ lazily so each submodule stays independent.
 """
 from __future__ import annotations
 
-import importlib
+from rlvr_lab._lazy import lazy_exports
 
 _EXPORTS = {
     "dars_extra_rollouts": "dars",
 }
 
 
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -22,9 +22,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from rlvr_lab._registry import check_choice
+from rlvr_lab._registry import check_choice, positive_int
 
 REWARDS = ("binary", "format", "levels")
 
@@ -47,11 +46,10 @@ class PromptBankConfig:
 
     def __post_init__(self):
         for name in ("num_prompts", "vocab_size", "num_correct"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name}={v!r} must be a positive integer")
+            positive_int(name, getattr(self, name))
         if self.num_correct >= self.vocab_size:
-            raise ValueError(f"num_correct={self.num_correct} must be < vocab_size={self.vocab_size}")
+            raise ValueError(f"num_correct={self.num_correct} must be < "
+                             f"vocab_size={self.vocab_size}")
         for name in ("difficulty_a", "difficulty_b"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")

@@ -29,7 +29,7 @@ import optax
 import pandas as pd
 
 from rlvr_lab import advantages, losses
-from rlvr_lab._registry import check_choice
+from rlvr_lab._registry import check_choice, positive_int
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
@@ -37,11 +37,6 @@ from rlvr_lab.train import rollout as rollout_stages
 
 SCALE_REWARDS = {"group": "std", "batch": "batch", "none": "none"}
 _OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "lion", "adafactor", "nadam")
-
-
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
 
 
 @dataclass(frozen=True)
@@ -84,7 +79,7 @@ class BanditConfig:
             raise ValueError(f"bank={self.bank!r} must be a PromptBankConfig")
         for name in ("num_steps", "batch_size", "num_generations", "num_iterations",
                      "num_minibatches"):
-            _positive_int(name, getattr(self, name))
+            positive_int(name, getattr(self, name))
         if self.batch_size > self.bank.num_prompts:
             raise ValueError(f"batch_size={self.batch_size} must be <= bank.num_prompts="
                              f"{self.bank.num_prompts}")
@@ -110,7 +105,7 @@ class BanditConfig:
         if self.clip_ratio_c is not None and self.clip_ratio_c <= 1:
             raise ValueError(f"clip_ratio_c={self.clip_ratio_c!r} must be > 1 (dual clip)")
         for k in self.eval_ks:
-            _positive_int("eval_ks entry", k)
+            positive_int("eval_ks entry", k)
         for name in ("rollout_options", "advantage_options"):
             opts = getattr(self, name)
             if not all(isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], str)
@@ -288,7 +283,7 @@ def train_seeds(config: BanditConfig, key, num_seeds: int, hparams: Hparams | No
     number of devices: each seed's key is ``fold_in(key, seed)`` and the seed axis is padded
     to a multiple of the device count, then cut back.
     """
-    _positive_int("num_seeds", num_seeds)
+    positive_int("num_seeds", num_seeds)
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     devices = list(jax.devices() if devices is None else devices)
