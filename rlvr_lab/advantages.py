@@ -68,6 +68,18 @@ def _batch_std(values, mask):
     return jnp.sqrt((dev * dev).sum() / jnp.maximum(n - 1, 1)), mean
 
 
+def _divide(centred, scale):
+    """``centred / scale``, and 0 where either is 0: with ``eps=0`` an all-equal group is 0
+    (not 0/0), and so is a zero MAD (no finite scale exists; documented, never inf/NaN)."""
+    safe = jnp.where(scale == 0, jnp.ones_like(scale), scale)
+    return jnp.where((centred == 0) | (scale == 0), jnp.zeros_like(centred), centred / safe)
+
+
+def _check_eps(eps):
+    if isinstance(eps, (int, float)) and not eps >= 0:
+        raise ValueError(f"eps={eps!r} must be >= 0")
+
+
 def _finish(adv, n, mask):
     """Zero masked entries and groups with fewer than two valid rollouts."""
     return jnp.where(mask & (n >= 2), adv, jnp.zeros_like(adv))
@@ -83,12 +95,13 @@ def grpo(rewards, mask=None, *, scale: str = "std", eps: float = 1e-6):
     """
     check_choice("scale", scale, ("std", "none", "batch"))
     rewards, mask = _prepare(rewards, mask)
+    _check_eps(eps)
     n, mean, std = _group_stats(rewards, mask)
     centred = rewards - mean
     if scale == "std":
-        adv = centred / (std + eps)
+        adv = _divide(centred, std + eps)
     elif scale == "batch":
-        adv = centred / (_batch_std(rewards, mask)[0] + eps)
+        adv = _divide(centred, _batch_std(rewards, mask)[0] + eps)
     else:
         adv = centred
     return _finish(adv, n, mask)
@@ -158,6 +171,7 @@ def mc_grpo(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3):
     entries. Groups with fewer than two valid rollouts get A=0.
     """
     check_choice("scale", scale, ("mad", "std", "none"))
+    _check_eps(eps)
     rewards, mask = _prepare(rewards, mask)
     med = lower_median(rewards, mask)
     is_med = mask & (rewards == med)
@@ -166,9 +180,9 @@ def mc_grpo(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3):
     centred = rewards - med
     n, _, std = _group_stats(rewards, mask)
     if scale == "mad":
-        adv = centred / (lower_median(jnp.abs(centred), mask) + eps)
+        adv = _divide(centred, lower_median(jnp.abs(centred), mask) + eps)
     elif scale == "std":
-        adv = centred / (std + eps)
+        adv = _divide(centred, std + eps)
     else:
         adv = centred
     adv = _finish(adv, n, mask)

@@ -110,8 +110,8 @@ def ppo_clip(log_prob, old_log_prob, advantages, mask=None, *, epsilon=0.2, epsi
 
 def sequence_log_ratio(log_prob, old_log_prob, mask=None):
     """Per-sequence ``mean_t (log pi_theta - log pi_old)`` over valid tokens, shape ``[B, 1]``."""
-    m = _mask_like(log_prob, mask).astype(log_prob.dtype)
-    diff = (log_prob - old_log_prob) * m
+    m = _mask_like(log_prob, mask)
+    diff = jnp.where(m, log_prob - old_log_prob, 0)
     return diff.sum(-1, keepdims=True) / jnp.maximum(m.sum(-1, keepdims=True), 1)
 
 
@@ -121,9 +121,11 @@ def gspo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=3e-4, epsilon
 
     As in verl, each token carries ``s_t = sg(s) * pi_theta(t) / sg(pi_theta(t))``: its value is
     the sequence ratio while its gradient flows through that token's log-prob.
-    Defaults are the GSPO paper's (3e-4, 4e-4).
+    Defaults are the GSPO paper's (3e-4, 4e-4). As in verl the sequence log-ratio is capped at
+    10 so a runaway ratio cannot overflow. Padded positions are ignored in the value, but
+    their log-probs must be finite for the gradient to be.
     """
-    seq = sequence_log_ratio(log_prob, old_log_prob, mask)
+    seq = jnp.minimum(sequence_log_ratio(log_prob, old_log_prob, mask), 10.0)
     log_s = jax.lax.stop_gradient(seq) + log_prob - jax.lax.stop_gradient(log_prob)
     s = jnp.exp(log_s)
     adv = jnp.broadcast_to(advantages, s.shape)

@@ -28,6 +28,11 @@ def pass_at_k(n, c, k):
             raise ValueError(
                 f"pass_at_k needs 0 <= c <= n and 1 <= k <= n; got n={nn.ravel()[i]}, "
                 f"c={cc.ravel()[i]}, k={kk.ravel()[i]}")
+    return _pass_at_k(n, c, k)
+
+
+@jax.jit
+def _pass_at_k(n, c, k):
     dtype = jnp.result_type(float)
     nf, cf, kf = jnp.broadcast_arrays(*(x.astype(dtype) for x in (n, c, k)))
     invalid = (cf < 0) | (cf > nf) | (kf < 1) | (kf > nf)

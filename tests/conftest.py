@@ -1,0 +1,5 @@
+"""Shared test setup: make ``tests/reference.py`` importable as ``reference``."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
