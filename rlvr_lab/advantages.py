@@ -139,7 +139,7 @@ def reinforce_pp_baseline(rewards, mask=None, *, eps: float = 1e-8):
     bmean = (centred * m).sum() / jnp.maximum(count, 1)
     dev = (centred - bmean) * m
     var = (dev * dev).sum() / jnp.maximum(count - 1, 1)
-    adv = (centred - bmean) / jnp.sqrt(var + eps)
+    adv = _divide(centred - bmean, jnp.sqrt(var + eps))
     return jnp.where(valid, adv, jnp.zeros_like(adv))
 
 
@@ -164,7 +164,8 @@ def mc_grpo(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3):
     contribute, as in plain G-rollout GRPO. Other rollouts tied with ``m`` keep A=0.
 
     scale: ``"mad"`` ``(r - m) / (median|r - m| + eps)`` as the authors' code (with binary
-    rewards and an odd group the MAD is 0, so the minority side gets |A| = 1/eps);
+    rewards the lower-median MAD is 0 for every group size, so the minority side gets
+    |A| = 1/eps; with ``eps=0`` it gets 0 rather than inf);
     ``"std"`` ``(r - m) / (sample std + eps)``; ``"none"`` ``r - m``.
 
     Returns ``(adv [B, G+1], keep [B, G+1])``; ``keep`` is False at the pivot and at masked

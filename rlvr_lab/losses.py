@@ -133,11 +133,13 @@ def gspo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=3e-4, epsilon
 
 
 @_POLICY.register("cispo")
-def cispo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=None, epsilon_high=5.0):
+def cispo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=None, epsilon_high=4.0):
     """CISPO: ``-sg(clip(rho, 1-eps, 1+eps_high)) * A * log pi_theta``.
 
     Only the importance weight is clipped, so every token keeps a gradient. By default there
-    is no lower bound (``epsilon=None``), as in MiniMax-M1; ``epsilon_high=5`` follows TRL.
+    is no lower bound (``epsilon=None``), as in MiniMax-M1. The cap is ``1 + epsilon_high``
+    (MiniMax-M1's form); TRL clamps at ``epsilon_high`` itself and recommends 5, which the
+    default ``epsilon_high=4`` reproduces.
     """
     rho = ratio(log_prob, old_log_prob)
     low = 0.0 if epsilon is None else 1 - epsilon

@@ -58,7 +58,9 @@ def _pass_at_k(n, c, k):
 def pass_at_k_exact(p, k):
     """Population pass@k of a prompt with success probability ``p``: ``1 - (1 - p)^k``."""
     p = jnp.asarray(p)
-    return -jnp.expm1(k * jnp.log1p(-jnp.clip(p, 0, 1)))
+    k = jnp.asarray(k)
+    # k = 0 draws never succeed; the guard also avoids 0 * log(0) at p = 1
+    return jnp.where(k == 0, 0.0, -jnp.expm1(k * jnp.log1p(-jnp.clip(p, 0, 1))))
 
 
 def entropy(logits, axis=-1):

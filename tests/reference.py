@@ -289,7 +289,7 @@ def gspo_grad(log_prob, old_log_prob, adv, mask, epsilon, epsilon_high):
     return grad
 
 
-def cispo(log_prob, old_log_prob, adv, epsilon=None, epsilon_high=5.0):
+def cispo(log_prob, old_log_prob, adv, epsilon=None, epsilon_high=4.0):
     """Value and gradient w.r.t. log_prob of -sg(clip(rho)) * A * log pi, per token."""
     log_prob, old_log_prob = np.asarray(log_prob, np.float64), np.asarray(old_log_prob, np.float64)
     adv = np.broadcast_to(np.asarray(adv, np.float64), log_prob.shape)
