@@ -10,7 +10,8 @@ prompts. After a first stage of N rollouts, a prompt with ``a < 0.5`` gets ``dN`
 * hardness weighted (HW): a target that grows as the prompt gets harder,
   ``dN = ceil((2(1-a) A_peak - N S(a)) / S(a))``;
 
-with ``a = 0`` replaced by ``0.5 / N`` (we floor any ``a < 0.5/N`` there), no extra rollouts for ``a >= 0.5``, and ``dN`` capped at
+with ``a = 0`` replaced by ``0.5 / N`` (we floor any ``a < 0.5/N`` there), no extra rollouts
+for ``a >= 0.5``, and ``dN`` capped at
 ``n_max - N``. With N = 8 and no std: a = 0 -> ET 24 / HW 56 (capped, n_max 32 / 64),
 1/8 -> 11 / 24, 2/8 -> 3 / 8, 3/8 -> 1 / 3, 4/8 -> 0 / 0.
 

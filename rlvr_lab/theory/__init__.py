@@ -10,6 +10,7 @@ from rlvr_lab._lazy import lazy_exports
 _EXPORTS = {
     "cumulative_advantage": "dars",
     "expected_cumulative_advantage": "dars",
+    "expected_cumulative_advantage_dars": "dars",
     "mass_balance": "brorl",
     "sign_flip_probability": "sign_flip",
 }
