@@ -4,5 +4,6 @@ An RLVR step is a pipeline of small pure functions — pick prompts, allocate ro
 reward, advantage, loss, update — and each module holds one stage.
 """
 from rlvr_lab import advantages, allocation, losses, metrics, theory  # noqa: F401
+from rlvr_lab import mc_baselines  # noqa: F401  (registers the compute-matched "grpo_drop_one")
 
 __version__ = "0.1.0"

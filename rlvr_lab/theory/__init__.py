@@ -13,6 +13,10 @@ _EXPORTS = {
     "expected_cumulative_advantage_dars": "dars",
     "mass_balance": "brorl",
     "sign_flip_probability": "sign_flip",
+    "zeroing_probability": "sign_flip",
+    "flip_statistics": "sign_flip",
+    "sign_flip_monte_carlo": "sign_flip",
+    "monte_carlo_sweep": "sign_flip",
 }
 
 

@@ -22,7 +22,7 @@ Inserting into (1) and splitting j into the four cells (C or W) x (sampled or no
 with ``A2 = sum_{C∩S} p^2``, ``B2 = sum_{W∩S} p^2``, ``U_pos2 = sum_{C\S} p^2``,
 ``U_neg2 = sum_{W\S} p^2``. Terms 1-2 are never negative because
 ``R_w <= R_w P_neg <= S_R <= R_c P_pos <= R_c``. This derivation reproduces the formula in
-PAPERS.md exactly (checked numerically in ``tests/test_brorl.py`` against a NumPy loop and
+PAPERS.md exactly (checked in ``tests/test_brorl.py`` against plain-Python loops and
 against the exact finite-step change as ``lr -> 0``).
 
 **The realistic sampled policy gradient** (REINFORCE on the N rollouts ``a_1..a_N``, counted
@@ -151,7 +151,10 @@ def log_prob_change(logits, delta):
 
 
 def fraction_correct_decreased(logits, correct, delta):
-    """Fraction of correct tokens whose probability strictly decreases (exact step); 0 if C empty."""
+    """Fraction of correct tokens whose probability strictly decreases (exact step).
+
+    0 for an empty correct set.
+    """
     correct = jnp.asarray(correct, bool)
     down = (log_prob_change(logits, delta) < 0) & correct
     return jnp.sum(down) / jnp.maximum(jnp.sum(correct), 1)

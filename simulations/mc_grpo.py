@@ -1,0 +1,545 @@
+"""MC-GRPO (PAPERS.md section 1): sign flips of mean vs median baselines, and training at small G.
+
+Experiments:
+
+* ``mc_grpo_sign_flip`` — exact (discrete laws) and Monte Carlo (continuous laws) sign-flip
+  and zeroing probabilities of the mean baseline on G rollouts, the compute-matched mean on
+  G+1 rollouts and the median on G+1 rollouts (pivot dropped), over reward laws and G; the
+  map of where the median helps; claim ``flip_reduction_g2``.
+* ``mc_grpo_training`` — the G-sweep on the prompt bank with the {0, 1.5, 2} format +
+  correctness reward: GRPO (G), MC-GRPO (G+1, scales mad/std/none), compute-matched GRPO
+  (G+1, drop one); claims ``g2_matches_g8_within_1pct`` and ``mc_grpo_improves_g2``.
+* ``mc_grpo_mad_pitfall`` — binary rewards and an odd group make MAD = 0, so |A| = 1/eps =
+  1000 for the minority: its size after one optimizer step (PPO ratios far outside the clip
+  range, which clipping only notices in the *next* epoch) and in training with SGD / Adam,
+  with and without ratio and gradient-norm clipping; claim ``mad_binary_one_over_eps``.
+
+The functions below are also what ``notebooks/02_mc_grpo.ipynb`` calls, so the figures agree.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+import rlvr_lab.mc_baselines  # noqa: F401  (registers the "grpo_drop_one" estimator)
+from rlvr_lab import advantages, losses, plotting
+from rlvr_lab.envs import prompt_bank
+from rlvr_lab.envs.prompt_bank import PromptBankConfig
+from rlvr_lab.experiments import claim, experiment
+from rlvr_lab.theory import sign_flip as sf
+from rlvr_lab.train.bandit import BanditConfig, metrics_frame, train_seeds
+
+PAPER = "MC-GRPO"
+GROUP_SIZES = (2, 3, 4, 6, 8, 12, 16)
+PAPER_LAW = ((0.0, 1.5, 2.0), (0.3, 0.2, 0.5))  # the repo's format (1.5) + correctness (2) levels
+# the three ways of spending a group: mean on G, mean on G+1 (same samples as the median,
+# one rollout dropped from the loss: the compute-matched baseline), median on G+1
+ESTIMATORS = {"mean (G)": ("mean", 0), "mean (G+1, drop 1)": ("mean", 1),
+              "median (G+1)": ("median", 0)}
+
+
+def map_laws() -> list[sf.RewardLaw]:
+    """Reward laws of the map: binary, 3-level format+correctness, outliers, noisy/heavy tails."""
+    return [
+        sf.discrete_law("binary p=0.2", (0.0, 1.0), (0.8, 0.2)),
+        sf.discrete_law("binary p=0.5", (0.0, 1.0), (0.5, 0.5)),
+        sf.discrete_law("binary p=0.8", (0.0, 1.0), (0.2, 0.8)),
+        sf.discrete_law("{0,1.5,2} (.3,.2,.5) paper-like", *PAPER_LAW),
+        sf.discrete_law("{0,1.5,2} (.5,.3,.2) hard", (0.0, 1.5, 2.0), (0.5, 0.3, 0.2)),
+        sf.discrete_law("{0,1.5,2} (.1,.6,.3) format-rich", (0.0, 1.5, 2.0), (0.1, 0.6, 0.3)),
+        sf.discrete_law("{0,1,2} uniform", (0.0, 1.0, 2.0), (1 / 3, 1 / 3, 1 / 3)),
+        sf.discrete_law("outlier {0,1,10} (.5,.45,.05)", (0.0, 1.0, 10.0), (0.5, 0.45, 0.05)),
+        sf.student_t_law("Bern(.5)+0.3 t2 heavy noise", 0.5, 0.3, 2.0),
+        sf.lognormal_law("lognormal s=1 skewed", 1.0),
+        sf.noisy_binary_law("Bern(.5)+N(0,.3^2)", 0.5, 0.3),
+        sf.noisy_binary_law("Bern(.2)+N(0,.3^2)", 0.2, 0.3),
+    ]
+
+
+def flip_table(key, laws, group_sizes=GROUP_SIZES, references=("mean", "median"),
+               num_groups: int = 1 << 16) -> pd.DataFrame:
+    """Long-form flip/zeroing probabilities: law, G, estimator, reference, values and CIs.
+
+    Exact for discrete laws (half-widths 0), Monte Carlo with ``num_groups`` otherwise.
+    """
+    rows = []
+    for li, law in enumerate(laws):
+        for ei, (est, (baseline, extra)) in enumerate(ESTIMATORS.items()):
+            k = jax.random.fold_in(jax.random.fold_in(key, li), ei)
+            out = sf.law_flip_sweep(k, law, [g + extra for g in group_sizes], baseline=baseline,
+                                    references=references, num_groups=num_groups)
+            for gi, g in enumerate(group_sizes):
+                for ri, ref in enumerate(references):
+                    rows.append(dict(law=law.name, exact=law.discrete, G=g, estimator=est,
+                                     reference=ref, flip=out["flip"][gi, ri],
+                                     flip_hw=out["flip_half_width"][gi, ri],
+                                     zero=out["zero"][gi, ri],
+                                     zero_hw=out["zero_half_width"][gi, ri]))
+    return pd.DataFrame(rows)
+
+
+def median_gain(table: pd.DataFrame, *, reference: str = "mean", quantity: str = "flip",
+                against: str = "mean (G)") -> pd.DataFrame:
+    """[law x G] matrix of ``quantity(against) - quantity(median (G+1))`` (> 0: median better)."""
+    t = table[table.reference == reference]
+    wide = t.pivot_table(index=["law", "G"], columns="estimator", values=quantity)
+    gain = (wide[against] - wide["median (G+1)"]).unstack("G")
+    return gain.reindex(list(dict.fromkeys(t.law)))
+
+
+def plot_median_map(table: pd.DataFrame):
+    """Heat maps of the median's gain: flips (ref. population mean / median) and zeroings."""
+    gain = "mean(G) − median(G+1)"
+    panels = [("flip", "mean", "mean (G)", f"flips, ref = population mean\n{gain}"),
+              ("flip", "mean", "mean (G+1, drop 1)",
+               "flips, ref = population mean\nmean(G+1) − median(G+1)"),
+              ("flip", "median", "mean (G)", f"flips, ref = population median\n{gain}"),
+              ("zero", "mean", "mean (G)", f"zeroings, ref = population mean\n{gain}")]
+    fig, axes = plotting.subplots(1, 4, figsize=(17, 5.2), sharey=True)
+    for ax, (qty, ref, against, title) in zip(axes, panels):
+        gain = median_gain(table, reference=ref, quantity=qty, against=against)
+        lim = max(float(np.nanmax(np.abs(gain.values))), 1e-3)
+        im = ax.imshow(gain.values, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+        for (i, j), v in np.ndenumerate(gain.values):
+            ax.text(j, i, f"{v:+.3f}", ha="center", va="center", fontsize=6)
+        ax.set_xticks(range(gain.shape[1]), [str(g) for g in gain.columns])
+        ax.set_yticks(range(gain.shape[0]), gain.index)
+        ax.set_xlabel("G (rollouts in the loss)")
+        ax.set_title(title)
+        ax.grid(False)
+        fig.colorbar(im, ax=ax, shrink=0.6, label="blue: median better, red: worse")
+    fig.suptitle("Where the median baseline helps (MC-GRPO): exact for discrete laws, "
+                 "Monte Carlo for continuous", y=1.02)
+    fig.tight_layout()
+    return fig
+
+
+def plot_flip_curves(table: pd.DataFrame, *, reference: str = "mean"):
+    """Small multiples: flip probability vs G per law for the three estimators (95% CI)."""
+    t = table[table.reference == reference]
+    laws = list(dict.fromkeys(t.law))
+    ncol = 4
+    nrow = -(-len(laws) // ncol)
+    fig, axes = plotting.subplots(nrow, ncol, figsize=(4 * ncol, 2.8 * nrow), sharex=True)
+    for ax, law in zip(np.ravel(axes), laws):
+        for est in ESTIMATORS:
+            d = t[(t.law == law) & (t.estimator == est)].sort_values("G")
+            line, = ax.plot(d.G, d.flip, marker="o", ms=3, label=est)
+            ax.fill_between(d.G, d.flip - d.flip_hw, d.flip + d.flip_hw,
+                            color=line.get_color(), alpha=0.25, lw=0)
+        ax.set_title(law + ("" if d.exact.iloc[0] else " (MC)"), fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(GROUP_SIZES, [str(g) for g in GROUP_SIZES])
+    for ax in np.ravel(axes)[len(laws):]:
+        ax.set_visible(False)
+    np.ravel(axes)[0].legend()
+    for ax in np.atleast_2d(axes)[:, 0]:
+        ax.set_ylabel("P(sign flip)")
+    for ax in np.atleast_2d(axes)[-1]:
+        ax.set_xlabel("G")
+    fig.suptitle(f"Sign-flip probability per rollout (reference = population {reference})")
+    fig.tight_layout()
+    return fig
+
+
+def simplex_table(values=PAPER_LAW[0], group_sizes=(2, 4, 8), step: float = 0.05,
+                  reference: str = "mean") -> pd.DataFrame:
+    """Exact flip gain mean(G) − median(G+1) over the probability simplex of a 3-level law."""
+    rows = []
+    m = int(round(1 / step))
+    for i in range(m + 1):
+        for j in range(m + 1 - i):
+            probs = np.array([m - i - j, i, j], dtype=float) / m
+            for g in group_sizes:
+                mean = sf.sign_flip_probability(values, probs, g, reference=reference)
+                med = sf.sign_flip_probability(values, probs, g, baseline="median",
+                                               reference=reference)
+                rows.append(dict(p0=probs[0], p1=probs[1], p2=probs[2], G=g, mean=mean,
+                                 median=med, gain=mean - med))
+    return pd.DataFrame(rows)
+
+
+def plot_simplex(simplex: pd.DataFrame, values=PAPER_LAW[0]):
+    """Ternary-style maps (axes: P(middle level), P(top level)) of the median's flip gain."""
+    gs = sorted(simplex.G.unique())
+    fig, axes = plotting.subplots(1, len(gs), figsize=(4.3 * len(gs), 4), sharey=True)
+    # a few knife-edge laws (E[r] just below a level) have huge gains: clip the colour scale
+    # at the 90th percentile so that the sign of the typical cell stays visible
+    lim = max(float(simplex.gain.abs().quantile(0.9)), 1e-3)
+    step = float(np.diff(np.unique(simplex.p1))[0])
+    for ax, g in zip(np.atleast_1d(axes), gs):
+        d = simplex[simplex.G == g]
+        sc = ax.scatter(d.p1, d.p2, c=d.gain, cmap="RdBu", vmin=-lim, vmax=lim,
+                        s=40 * (step / 0.05) ** 2, marker="s", edgecolors="none")
+        ax.plot([PAPER_LAW[1][1]], [PAPER_LAW[1][2]], "k*", ms=10, label="paper-like law")
+        ax.set_title(f"G={g}: mean(G) − median(G+1)")
+        ax.set_xlabel(f"P(r={values[1]:g})")
+        ax.set_aspect("equal")
+    np.atleast_1d(axes)[0].set_ylabel(f"P(r={values[2]:g})  (rest: r={values[0]:g})")
+    np.atleast_1d(axes)[0].legend(loc="upper right")
+    fig.colorbar(sc, ax=axes, shrink=0.8, extend="both",
+                 label="flip gain, clipped (blue: median better)")
+    return fig
+
+
+def _flip_claim(table: pd.DataFrame):
+    t = table[(table.law.str.contains("paper-like")) & (table.reference == "mean")
+              & (table.G == 2)].set_index("estimator")
+    mean2, med3 = t.loc["mean (G)", "flip"], t.loc["median (G+1)", "flip"]
+    reduction = (mean2 - med3) / mean2
+    return claim(
+        "flip_reduction_g2",
+        "the median baseline on G+1=3 rollouts flips fewer advantage signs than the mean on "
+        "G=2 (rewards {0,1.5,2} w.p. (.3,.2,.5), true advantage r - E[r]; exact)",
+        reduction, bool(med3 < mean2),
+        "relative reduction (P_mean(G=2) - P_median(G+1=3)) / P_mean(G=2) > 0",
+        paper=PAPER, paper_value="median mitigates sign flips at small G (qualitative)",
+        reason=f"P_flip mean(G=2)={mean2:.4f}, median(G+1=3)={med3:.4f}, "
+               f"mean(G+1=3, compute-matched)={t.loc['mean (G+1, drop 1)', 'flip']:.4f}")
+
+
+@experiment("mc_grpo_sign_flip", paper=PAPER, claims=("flip_reduction_g2",))
+def sign_flip_experiment(ctx):
+    """Sign-flip and zeroing probabilities: mean vs median baselines over reward laws and G."""
+    num_groups = 1 << 12 if ctx.quick else 1 << 16
+    table = flip_table(ctx.key(1), map_laws(), num_groups=num_groups)
+    ctx.save_table(table, "mc_grpo_flip_table")
+    ctx.save_figure(plot_median_map(table), "mc_grpo_median_map")
+    ctx.save_figure(plot_flip_curves(table), "mc_grpo_flip_curves")
+    simplex = simplex_table(step=0.1 if ctx.quick else 0.05)
+    ctx.save_table(simplex, "mc_grpo_flip_simplex")
+    ctx.save_figure(plot_simplex(simplex), "mc_grpo_flip_simplex")
+    plt.close("all")
+    return [_flip_claim(table)]
+
+
+# ============================================================================ training study
+STUDY_SCALES = ("mad", "std", "none")
+
+
+def format_bank(**changes) -> PromptBankConfig:
+    """The prompt bank with the repo's levels: wrong 0, well-formatted wrong 1.5, correct 2."""
+    kw = dict(num_prompts=64, vocab_size=16, reward="format", correct_reward=0.5,
+              format_reward=1.5, format_fraction=0.5, difficulty_a=1.0, difficulty_b=3.0)
+    return PromptBankConfig(**(kw | changes))
+
+
+def study_base(quick: bool, bank: PromptBankConfig | None = None) -> BanditConfig:
+    """Shared trainer settings: 2 PPO epochs per generation (as the paper), Adam, no KL."""
+    return BanditConfig(bank=format_bank() if bank is None else bank,
+                        num_steps=30 if quick else 100, batch_size=32, num_generations=2,
+                        num_iterations=2, num_minibatches=1, learning_rate=0.05,
+                        loss_agg_mode="token-mean", eval_ks=(1,))
+
+
+def study_configs(base: BanditConfig, group_sizes=(2, 4, 8), scales=STUDY_SCALES,
+                  compute_matched: bool = True) -> dict[tuple[str, int], BanditConfig]:
+    """``{(method, G): config}``; G is the number of rollouts in the loss for every method."""
+    out = {}
+    for g in group_sizes:
+        out[("GRPO", g)] = base.replace(num_generations=g, advantage="grpo",
+                                        scale_rewards="group")
+        for s in scales:
+            out[(f"MC-GRPO {s}", g)] = base.replace(
+                num_generations=g + 1, advantage="mc_grpo", advantage_options=(("scale", s),))
+        if compute_matched:
+            out[("GRPO G+1 drop 1", g)] = base.replace(
+                num_generations=g + 1, advantage="grpo_drop_one",
+                advantage_options=(("scale", "std"),))
+    return out
+
+
+def run_study(key, configs: dict, seeds: int) -> dict[tuple[str, int], dict[str, np.ndarray]]:
+    """Train every config on ``seeds`` seeds (same seed keys for every config)."""
+    return {name: {k: np.asarray(v) for k, v in train_seeds(cfg, key, seeds)[1].items()}
+            for name, cfg in configs.items()}
+
+
+def study_frame(results) -> pd.DataFrame:
+    return pd.concat([metrics_frame(m, method=name, G=g) for (name, g), m in results.items()],
+                     ignore_index=True)
+
+
+def final_table(results, metric: str = "accuracy") -> pd.DataFrame:
+    """Final-step mean and 95% CI half-width over seeds per (method, G)."""
+    rows = []
+    for (name, g), m in results.items():
+        mean, half = plotting.mean_ci(m[metric][:, -1])
+        rows.append(dict(method=name, G=g, mean=float(mean), ci95=float(half),
+                         seeds=m[metric].shape[0], rollouts_per_step=float(m["rollouts"][0, 0])))
+    return pd.DataFrame(rows)
+
+
+def plot_study_curves(results, metric: str = "accuracy"):
+    gs = sorted({g for _, g in results})
+    fig, axes = plotting.subplots(1, len(gs), figsize=(4.6 * len(gs), 3.8), sharey=True)
+    ref_g = max(gs)
+    for ax, g in zip(np.atleast_1d(axes), gs):
+        for (name, gg), m in results.items():
+            if gg != g:
+                continue
+            steps = np.arange(m[metric].shape[1])
+            plotting.band(ax, steps, m[metric], label=name)
+        if ("GRPO", ref_g) in results and g != ref_g:
+            m = results[("GRPO", ref_g)][metric]
+            ax.plot(np.arange(m.shape[1]), m.mean(0), "k--", lw=1, label=f"GRPO G={ref_g}")
+        ax.set(title=f"G={g} rollouts in the loss", xlabel="step")
+    np.atleast_1d(axes)[0].set_ylabel("mean success probability (exact)")
+    np.atleast_1d(axes)[0].legend()
+    seeds = next(iter(results.values()))[metric].shape[0]
+    fig.suptitle(f"Prompt bank, rewards {{0, 1.5, 2}}: learning curves ({seeds} seeds, 95% CI)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_final(table: pd.DataFrame):
+    fig, ax = plotting.subplots(figsize=(6.4, 4))
+    methods = list(dict.fromkeys(table.method))
+    for i, name in enumerate(methods):
+        d = table[table.method == name].sort_values("G")
+        x = np.log2(d.G) + (i - (len(methods) - 1) / 2) * 0.06
+        ax.errorbar(x, d["mean"], yerr=d["ci95"], fmt="o-", capsize=3, ms=4, label=name)
+    gs = sorted(table.G.unique())
+    ax.set_xticks(np.log2(gs), [str(g) for g in gs])
+    ax.set(xlabel="G (rollouts in the loss; MC-GRPO and drop-1 sample G+1)",
+           ylabel="final mean success probability", title="final accuracy, 95% CI over seeds")
+    ax.legend()
+    return fig
+
+
+def bank_flip_rates(bank_config: PromptBankConfig, g: int) -> dict[str, float]:
+    """Exact flip/zeroing rates at G on the bank's initial per-prompt reward laws, averaged
+    over prompts (each prompt: the law of R under its initial softmax policy)."""
+    bank = prompt_bank.make_bank(bank_config)
+    pi = np.asarray(jax.nn.softmax(bank.logits0, axis=-1), np.float64)
+    table = np.asarray(bank.reward_table, np.float64)
+    out = {}
+    for name, (baseline, extra) in ESTIMATORS.items():
+        stats_ = [sf.flip_statistics(table[k], pi[k] / pi[k].sum(), g + extra, baseline=baseline)
+                  for k in range(table.shape[0])]
+        out[name] = float(np.mean([s.flip for s in stats_]))
+        out[name + " zero"] = float(np.mean([s.zero for s in stats_]))
+    return out
+
+
+def _gap(results, a, b):
+    """Mean final accuracy of ``a`` minus ``b`` and the Welch 95% CI half-width."""
+    from scipy import stats as st
+    xa, xb = results[a]["accuracy"][:, -1], results[b]["accuracy"][:, -1]
+    va, vb = xa.var(ddof=1) / xa.size, xb.var(ddof=1) / xb.size
+    se = np.sqrt(va + vb)
+    dof = (va + vb) ** 2 / max(va ** 2 / (xa.size - 1) + vb ** 2 / (xb.size - 1), 1e-300)
+    return float(xa.mean() - xb.mean()), float(st.t.ppf(0.975, dof) * se)
+
+
+def training_claims(results, flips: dict):
+    gap, gap_hw = _gap(results, ("GRPO", 8), ("MC-GRPO mad", 2))
+    base_gap, _ = _gap(results, ("GRPO", 8), ("GRPO", 2))
+    gain, gain_hw = _gap(results, ("MC-GRPO mad", 2), ("GRPO", 2))
+    extra = extra_gain = ""
+    if ("MC-GRPO std", 2) in results:
+        s_gap, _ = _gap(results, ("GRPO", 8), ("MC-GRPO std", 2))
+        extra = f"; with the std scale instead of mad the gap is {100 * s_gap:+.2f} points"
+        s_gain, s_hw = _gap(results, ("MC-GRPO std", 2), ("GRPO", 2))
+        extra_gain = f"; with the std scale: {100 * s_gain:+.2f} +- {100 * s_hw:.2f} points"
+    if ("GRPO G+1 drop 1", 2) in results:
+        c_gain, c_hw = _gap(results, ("GRPO G+1 drop 1", 2), ("GRPO", 2))
+        extra_gain += (f"; compute-matched mean (G+1 drop 1) vs GRPO G=2: {100 * c_gain:+.2f} "
+                       f"+- {100 * c_hw:.2f} points")
+    return [
+        claim("g2_matches_g8_within_1pct",
+              "MC-GRPO at G=2 (3 rollouts, mad scale) reaches the final accuracy of GRPO at G=8 "
+              "to within 1 point (prompt bank, rewards {0,1.5,2})",
+              100 * gap, abs(gap) <= 0.01,
+              "|acc(GRPO G=8) - acc(MC-GRPO G=2)| <= 1 percentage point at the last step "
+              "(measured: the gap in points)",
+              paper=PAPER, paper_value="gap within 1% (LLMs, GSM8K/MATH)",
+              reason=f"gap {100 * gap:+.2f} +- {100 * gap_hw:.2f} points (95% CI); "
+                     f"GRPO G=2 vs G=8 gap {100 * base_gap:+.2f} points{extra}; bank flip "
+                     f"rate at G=2: mean {flips['mean (G)']:.3f}, median "
+                     f"{flips['median (G+1)']:.3f}"),
+        claim("mc_grpo_improves_g2",
+              "MC-GRPO (mad) at G=2 ends with a higher accuracy than GRPO at G=2",
+              100 * gain, gain - gain_hw > 0,
+              "lower bound of the Welch 95% CI of acc(MC-GRPO G=2) - acc(GRPO G=2) > 0 "
+              "(measured: the difference in points)",
+              paper=PAPER, paper_value="+4.62 points on GSM8K (Qwen3-1.7B, G=2)",
+              reason=f"difference {100 * gain:+.2f} +- {100 * gain_hw:.2f} points (95% CI)"
+                     f"{extra_gain}"),
+    ]
+
+
+@experiment("mc_grpo_training", paper=PAPER,
+            claims=("g2_matches_g8_within_1pct", "mc_grpo_improves_g2"))
+def training_experiment(ctx):
+    """GRPO (G) vs MC-GRPO (G+1, mad/std/none) vs compute-matched GRPO on the prompt bank."""
+    base = study_base(ctx.quick)
+    if ctx.quick:
+        configs = study_configs(base, (2,), scales=("mad",))
+        configs[("GRPO", 8)] = base.replace(num_generations=8)
+    else:
+        configs = study_configs(base)
+    results = run_study(ctx.key(7), configs, ctx.seeds)
+    ctx.save_table(study_frame(results), "mc_grpo_training_curves")
+    final = final_table(results)
+    ctx.save_table(final, "mc_grpo_training_final")
+    ctx.save_figure(plot_study_curves(results), "mc_grpo_training_curves")
+    ctx.save_figure(plot_final(final), "mc_grpo_training_final")
+    plt.close("all")
+    return training_claims(results, bank_flip_rates(base.bank, 2))
+
+
+# ============================================================================ the mad pitfall
+def binary_bank(**changes) -> PromptBankConfig:
+    kw = dict(num_prompts=64, vocab_size=16, reward="binary", difficulty_a=1.0, difficulty_b=3.0)
+    return PromptBankConfig(**(kw | changes))
+
+
+def first_step_stats(key, bank_config: PromptBankConfig, g: int, scale: str, optimizer: str,
+                     learning_rate: float, *, epsilon: float = 0.2, num_batches: int = 16,
+                     eps: float = 1e-3):
+    """What one optimizer step on MC-GRPO advantages does, before any clipping can act.
+
+    For ``num_batches`` batches (every prompt, ``g + 1`` rollouts at the initial policy) take
+    one ``optimizer`` step on the first-epoch PPO loss (ratio 1, so it equals the pg loss) and
+    return per batch: the largest |A|, the fraction of kept non-zero-advantage rollouts whose
+    new ratio lies in PPO's clipped region (the gradient that the second epoch would ignore),
+    and the mean KL(new || old) over prompts.
+    """
+    import optax
+    from rlvr_lab.models import tabular
+    from rlvr_lab.train import rollout
+
+    bank = prompt_bank.make_bank(bank_config)
+    prompts = jnp.arange(bank.num_prompts)
+    opt = getattr(optax, optimizer)(learning_rate)
+
+    def one(k):
+        batch = rollout.generate(k, bank.logits0, bank, prompts, g + 1)
+        adv, keep = advantages.mc_grpo(batch.rewards, scale=scale, eps=eps)
+
+        def loss(logits):
+            logp = tabular.answer_log_prob(logits, batch.answers)
+            return losses.aggregate(losses.pg(logp, None, adv), keep, "token-mean")
+
+        grads = jax.grad(loss)(bank.logits0)
+        updates, _ = opt.update(grads, opt.init(bank.logits0), bank.logits0)
+        new = optax.apply_updates(bank.logits0, updates)
+        old_lp = tabular.answer_log_prob(bank.logits0, batch.answers)
+        new_lp = tabular.answer_log_prob(new, batch.answers)
+        live = keep & (adv != 0)
+        clipped = losses.is_clipped(new_lp, old_lp, adv, epsilon=epsilon) & live
+        return (jnp.max(jnp.abs(jnp.where(keep, adv, 0))),
+                clipped.sum() / jnp.maximum(live.sum(), 1),
+                tabular.kl_divergence(new, bank.logits0).mean())
+
+    max_abs, clip_frac, kl = jax.jit(jax.vmap(one))(jax.random.split(key, num_batches))
+    return dict(max_abs_adv=np.asarray(max_abs), clipped_frac=np.asarray(clip_frac),
+                kl=np.asarray(kl))
+
+
+PITFALL_OPTIMIZERS = {"SGD lr=1": ("sgd", 1.0), "Adam lr=0.05": ("adam", 0.05)}
+
+
+def first_step_table(key, bank_config, g: int = 4, scales=STUDY_SCALES,
+                     num_batches: int = 16) -> pd.DataFrame:
+    rows = []
+    for i, (opt_name, (opt, lr)) in enumerate(PITFALL_OPTIMIZERS.items()):
+        for j, scale in enumerate(scales):
+            out = first_step_stats(jax.random.fold_in(key, 10 * i + j), bank_config, g, scale,
+                                   opt, lr, num_batches=num_batches)
+            for b in range(num_batches):
+                rows.append(dict(optimizer=opt_name, scale=scale, batch=b,
+                                 **{k: float(v[b]) for k, v in out.items()}))
+    return pd.DataFrame(rows)
+
+
+def pitfall_configs(quick: bool) -> dict[str, BanditConfig]:
+    """MC-GRPO on binary rewards, G+1=5: scales x optimizers x (ratio clip | none | grad clip)."""
+    base = BanditConfig(bank=binary_bank(), num_steps=20 if quick else 60, batch_size=32,
+                        num_generations=5, advantage="mc_grpo", num_iterations=2,
+                        num_minibatches=1, optimizer="sgd", learning_rate=1.0,
+                        loss_agg_mode="token-mean", eval_ks=(1, 8))
+
+    def mc(scale, **kw):
+        return base.replace(advantage_options=(("scale", scale),), **kw)
+
+    configs = {"SGD, PPO clip, mad": mc("mad"), "SGD, PPO clip, std": mc("std"),
+               "SGD, no clip (pg), mad": mc("mad", loss_type="pg")}
+    if not quick:
+        configs |= {"SGD, PPO clip, none": mc("none"),
+                    "SGD, PPO clip + grad-norm 1, mad": mc("mad", max_grad_norm=1.0),
+                    "Adam, PPO clip, mad": mc("mad", optimizer="adam", learning_rate=0.05),
+                    "Adam, PPO clip, std": mc("std", optimizer="adam", learning_rate=0.05)}
+    return configs
+
+
+def plot_pitfall(first: pd.DataFrame, curves: dict):
+    fig, axes = plotting.subplots(1, 4, figsize=(18, 3.9))
+    labels = [f"{o.split()[0]}\n{s}" for o in PITFALL_OPTIMIZERS for s in STUDY_SCALES
+              if ((first.optimizer == o) & (first.scale == s)).any()]
+    groups = [first[(first.optimizer == o) & (first.scale == s)]
+              for o in PITFALL_OPTIMIZERS for s in STUDY_SCALES
+              if ((first.optimizer == o) & (first.scale == s)).any()]
+    x = np.arange(len(groups))
+    for ax, col, title in ((axes[0], "clipped_frac", "after ONE step: share of non-zero-A\n"
+                            "rollouts already outside the clip range"),
+                           (axes[1], "kl", "after ONE step: KL(new || old) per prompt")):
+        vals = [gr[col].to_numpy() for gr in groups]
+        mean = [v.mean() for v in vals]
+        half = [plotting.mean_ci(v)[1] for v in vals]
+        ax.bar(x, mean, yerr=half, capsize=3, color=[f"C{i % 3}" for i in range(len(x))])
+        ax.set_xticks(x, labels, fontsize=7)
+        ax.set_title(title)
+    axes[1].set_yscale("log")
+    for name, m in curves.items():
+        steps = np.arange(m["accuracy"].shape[1])
+        # dashed: no ratio clipping; it lies on top of its clipped twin, which is the point
+        ls = "--" if "no clip" in name else (":" if "Adam" in name and "mad" in name else "-")
+        plotting.band(axes[2], steps, m["accuracy"], label=name, ls=ls)
+        plotting.band(axes[3], steps, m["entropy"], label=name, ls=ls)
+    axes[2].set(xlabel="step", ylabel="mean success probability", title="training, G+1=5")
+    axes[3].set(xlabel="step", ylabel="policy entropy (nats)", title="entropy")
+    axes[2].legend(fontsize=6)
+    fig.suptitle("The mad scale with binary rewards: |A| = 1/eps = 1000 for the minority side "
+                 f"(one step: {', '.join(PITFALL_OPTIMIZERS)}; prompt bank, G+1=5)")
+    fig.tight_layout()
+    return fig
+
+
+@experiment("mc_grpo_mad_pitfall", paper=PAPER, claims=("mad_binary_one_over_eps",))
+def pitfall_experiment(ctx):
+    """MAD = 0 with binary rewards: |A| = 1/eps, one-step blow-up, and the role of clipping."""
+    bank = binary_bank()
+    first = first_step_table(ctx.key(11), bank, num_batches=4 if ctx.quick else 32,
+                             scales=("mad", "std") if ctx.quick else STUDY_SCALES)
+    ctx.save_table(first, "mc_grpo_mad_first_step")
+    curves = {name: {k: np.asarray(v) for k, v in train_seeds(cfg, ctx.key(12), ctx.seeds)[1]
+                     .items()} for name, cfg in pitfall_configs(ctx.quick).items()}
+    ctx.save_table(pd.concat([metrics_frame(m, config=n) for n, m in curves.items()],
+                             ignore_index=True), "mc_grpo_mad_curves")
+    ctx.save_figure(plot_pitfall(first, curves), "mc_grpo_mad_pitfall")
+    plt.close("all")
+
+    # |A| of every kept non-zero advantage on sampled binary groups of 5 under "mad"
+    b = prompt_bank.make_bank(bank)
+    from rlvr_lab.train import rollout
+    batch = rollout.generate(ctx.key(13), b.logits0, b, jnp.arange(b.num_prompts), 5)
+    adv, keep = advantages.mc_grpo(batch.rewards, scale="mad", eps=1e-3)
+    live = np.asarray(keep & (adv != 0))
+    share = float(np.mean(np.isclose(np.abs(np.asarray(adv)[live]), 1e3, rtol=1e-4))) \
+        if live.any() else float("nan")
+    sgd_mad = first[(first.optimizer == "SGD lr=1") & (first.scale == "mad")]
+    sgd_std = first[(first.optimizer == "SGD lr=1") & (first.scale == "std")]
+    return [claim(
+        "mad_binary_one_over_eps",
+        "with binary rewards and an odd group (G+1=5) MAD = 0, so every non-zero MC-GRPO "
+        "advantage under the mad scale has |A| = 1/eps = 1000",
+        share, share == 1.0, "share of kept non-zero advantages with |A| = 1000 (rtol 1e-4) == 1",
+        paper=PAPER, paper_value="|A| = 1000 [code, PAPERS.md pitfall]",
+        reason=f"{int(live.sum())} non-zero advantages; after one SGD step "
+               f"{sgd_mad.clipped_frac.mean():.0%} (mad) vs {sgd_std.clipped_frac.mean():.0%} "
+               f"(std) of them are already outside the PPO clip range")]
