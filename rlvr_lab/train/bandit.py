@@ -184,7 +184,7 @@ def step_metrics(config: BanditConfig, bank, logits) -> dict:
 
 
 def make_train(config: BanditConfig):
-    """Build ``train(key, hparams=None) -> (TrainState, metrics)`` for ``config``.
+    """Build ``train(key, hparams=None, init_logits=None) -> (TrainState, metrics)``.
 
     ``metrics`` maps names to arrays of shape ``[num_steps]``.
     """
@@ -192,11 +192,14 @@ def make_train(config: BanditConfig):
     stage = rollout_stages.get(config.rollout)
     stage_opts = dict(config.rollout_options)
 
-    def train(key, hparams: Hparams | None = None):
+    def train(key, hparams: Hparams | None = None, init_logits=None):
+        """``init_logits`` continues from a given policy (a fresh optimizer state); the KL
+        reference stays the bank's initial policy."""
         hp = Hparams.from_config(config) if hparams is None else hparams
         optimizer = make_optimizer(config, hp.learning_rate)
         policy_loss = _policy_loss_fn(config, hp)
-        state = TrainState(bank.logits0, optimizer.init(bank.logits0),
+        logits0 = bank.logits0 if init_logits is None else init_logits
+        state = TrainState(logits0, optimizer.init(logits0),
                            stage.init(bank, config, **stage_opts))
 
         def loss_fn(logits, mb):
