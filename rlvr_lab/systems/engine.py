@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -118,6 +119,9 @@ class TrainerConfig:
         return self.overhead_s + tokens * self.seconds_per_token / gpus
 
 
+DEFAULT_ENGINE = EngineConfig()
+DEFAULT_TRAINER = TrainerConfig()
+
 ENGINE_PRESETS = {
     # Qwen2.5-1.5B-like: 3 GB of weights, 28 layers x 2 KV heads x 128 dims -> 28.7 kB/token.
     "1.5b": EngineConfig(tau0=4e-3, tau1=8e-6, tau2=1.0e-8, prefill_per_token=1e-5,
@@ -157,7 +161,7 @@ class Requests:
         self.segments: list[list[list[int]]] = []
         self._grow(capacity)
 
-    _FIELDS = {"prompt": np.int64, "target": np.int64, "generated": np.int64,
+    _FIELDS: ClassVar[dict] = {"prompt": np.int64, "target": np.int64, "generated": np.int64,
                "status": np.int8, "group": np.int64, "v_start": np.int64,
                "t_submit": np.float64, "t_finish": np.float64, "worker": np.int64,
                "seg_start": np.int64, "prefills": np.int64, "cached": np.int64}

@@ -31,7 +31,7 @@ def as_rng(seed) -> np.random.Generator:
         import jax
         data = np.asarray(jax.random.key_data(seed)).ravel()
         return np.random.default_rng([int(x) for x in data])
-    except Exception as err:  # noqa: BLE001 - one-line error below names the bad value
+    except Exception as err:
         raise ValueError(f"seed={seed!r} is not allowed; use an int, a jax.random.key or a "
                          "numpy Generator") from err
 
@@ -67,7 +67,8 @@ class LogNormal:
 
 @dataclass(frozen=True)
 class HeavyTailMix:
-    """Log-normal body; a fraction ``tail_frac`` of responses is uniform in ``[tail_lo*l_max, l_max]``."""
+    """Log-normal body; a fraction ``tail_frac`` of responses is uniform in
+    ``[tail_lo*l_max, l_max]``."""
 
     median: float = 1500.0
     sigma: float = 0.6
@@ -78,7 +79,8 @@ class HeavyTailMix:
     def __post_init__(self):
         LogNormal(self.median, self.sigma, self.l_max)  # validates the body
         if not 0 <= self.tail_frac <= 1:
-            raise ValueError(f"tail_frac={self.tail_frac!r} is not allowed; use 0 <= tail_frac <= 1")
+            raise ValueError(f"tail_frac={self.tail_frac!r} is not allowed; use "
+                             "0 <= tail_frac <= 1")
         if not 0 < self.tail_lo <= 1:
             raise ValueError(f"tail_lo={self.tail_lo!r} is not allowed; use 0 < tail_lo <= 1")
 

@@ -18,8 +18,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from rlvr_lab.systems.engine import (DONE, DROPPED, PARTIAL, Engine, EngineConfig, Requests,
-                                     TrainerConfig)
+from rlvr_lab.systems.engine import (
+    DEFAULT_ENGINE,
+    DEFAULT_TRAINER,
+    DONE,
+    DROPPED,
+    Engine,
+    EngineConfig,
+    Requests,
+    TrainerConfig,
+)
 from rlvr_lab.systems.lengths import HeavyTailMix, as_rng
 
 
@@ -133,8 +141,8 @@ def _check_steps(steps):
 
 
 # ----------------------------------------------------------------------------- synchronous
-def run_sync(seed, workload: Workload = Workload(), engine: EngineConfig = EngineConfig(),
-             trainer: TrainerConfig = TrainerConfig(), *, n_workers: int = 4,
+def run_sync(seed, workload: Workload = Workload(), engine: EngineConfig = DEFAULT_ENGINE,
+             trainer: TrainerConfig = DEFAULT_TRAINER, *, n_workers: int = 4,
              train_gpus: int | None = None, steps: int = 8, gpu_price_per_hour: float = 2.5):
     """Synchronous colocated RL: generate all N*G responses, wait for the longest, train, sync.
 
@@ -145,8 +153,8 @@ def run_sync(seed, workload: Workload = Workload(), engine: EngineConfig = Engin
                        gpu_price_per_hour=gpu_price_per_hour)
 
 
-def run_partial(seed, workload: Workload = Workload(), engine: EngineConfig = EngineConfig(),
-                trainer: TrainerConfig = TrainerConfig(), *, n_workers: int = 4,
+def run_partial(seed, workload: Workload = Workload(), engine: EngineConfig = DEFAULT_ENGINE,
+                trainer: TrainerConfig = DEFAULT_TRAINER, *, n_workers: int = 4,
                 train_gpus: int | None = None, steps: int = 8, over_provision: float = 2.0,
                 mode: str = "april", warmup: int | None = None,
                 gpu_price_per_hour: float = 2.5) -> Run:
@@ -238,8 +246,8 @@ def areal_admits(n_submitted: int, version: int, batch: int, eta: int | None) ->
     return eta is None or n_submitted // batch <= version + eta
 
 
-def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = EngineConfig(),
-              trainer: TrainerConfig = TrainerConfig(), *, n_workers: int = 4,
+def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = DEFAULT_ENGINE,
+              trainer: TrainerConfig = DEFAULT_TRAINER, *, n_workers: int = 4,
               train_gpus: int = 4, steps: int = 12, eta: int | None = 4,
               interrupt: bool = True, speed=None, slots=None, delays=None,
               max_staleness: int | None = None,
@@ -273,7 +281,7 @@ def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = Engi
         raise ValueError(f"delays must be {n_workers} non-negative seconds, got shape "
                          f"{delays.shape}")
     groups = _Groups(workload, rng, eng.req)
-    B, G = workload.n_groups, workload.group_size
+    B = workload.n_groups
     version = 0
     complete: list[int] = []                    # complete groups waiting for the trainer
     arrivals: list[tuple[float, int, int]] = []  # (time, worker, version) weight arrivals
