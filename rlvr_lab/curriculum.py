@@ -82,8 +82,9 @@ def update_posterior(state: BetaPosterior, prompt_ids, successes, mask=None, *,
     tries = m.sum(-1)
     touched = jnp.zeros_like(state.trials).at[prompt_ids].max(jnp.ones_like(tries))
     keep = 1.0 - touched * (1.0 - jnp.asarray(decay, dtype))
-    return BetaPosterior(state.successes * keep + jnp.zeros_like(state.successes).at[prompt_ids].add(hits),
-                         state.trials * keep + jnp.zeros_like(state.trials).at[prompt_ids].add(tries))
+    add = lambda x, v: jnp.zeros_like(x).at[prompt_ids].add(v)  # noqa: E731 (repeats summed)
+    return BetaPosterior(state.successes * keep + add(state.successes, hits),
+                         state.trials * keep + add(state.trials, tries))
 
 
 def posterior_mean(state: BetaPosterior):

@@ -17,6 +17,13 @@ _EXPORTS = {
     "flip_statistics": "sign_flip",
     "sign_flip_monte_carlo": "sign_flip",
     "monte_carlo_sweep": "sign_flip",
+    "bank_gradient_moments": "cures",
+    "allocation_variance": "cures",
+    "mc_allocation_variance": "cures",
+    "neyman_variance": "cures",
+    "is_efficiency": "cures",
+    "optimal_is_distribution": "cures",
+    "mean_field_descent": "cures",
 }
 
 

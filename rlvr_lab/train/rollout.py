@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_lab._registry import Registry
+from rlvr_lab.curriculum import informative_groups
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.models import tabular
 
@@ -108,14 +109,6 @@ def _uniform(key, logits, bank, config, state, **options):
     prompts = choose_prompts(k_prompt, bank.num_prompts, config.batch_size)
     return generate(k_sample, logits, bank, prompts, config.num_generations,
                     config.temperature), state
-
-
-def informative_groups(rewards, mask):
-    """Groups whose valid rewards are not all equal (DAPO's dynamic-sampling filter)."""
-    big = jnp.finfo(rewards.dtype).max
-    hi = jnp.max(jnp.where(mask, rewards, -big), axis=-1)
-    lo = jnp.min(jnp.where(mask, rewards, big), axis=-1)
-    return (hi > lo) & (mask.sum(-1) >= 2)
 
 
 def _dynamic_sampling(key, logits, bank, config, state, *, max_rounds: int = 3, **options):
