@@ -24,7 +24,7 @@ class Measure:
     details: str
 
     def line(self) -> str:
-        return f"{self.name}: {self.ratio:.1f} x ({self.details})"
+        return f"{self.name}: {self.ratio:.3g} x ({self.details})"
 
 
 def benchmark(name: str):

@@ -39,14 +39,16 @@ def _combine(rng, items):
         prec = _PREC[op]
         left = f"({ta})" if pa < prec else ta
         right = f"({tb})" if pb < prec or (pb == prec and op in "-/") else tb
-        items = [it for k, it in enumerate(items) if k not in (i, j)] + [(value, left + op + right, prec)]
+        rest = [it for k, it in enumerate(items) if k not in (i, j)]
+        items = rest + [(value, left + op + right, prec)]
     return items[0]
 
 
 def generate(rng: np.random.Generator, n: int, difficulties=(2, 3)) -> list[Problem]:
     for d in difficulties:
         if not 2 <= d <= MAX_NUMBERS:
-            raise ValueError(f"difficulty={d!r} is not allowed; countdown uses 2..{MAX_NUMBERS} numbers")
+            raise ValueError(f"difficulty={d!r} is not allowed; countdown uses "
+                             f"2..{MAX_NUMBERS} numbers")
     out = []
     while len(out) < n:
         d = int(rng.choice(difficulties))

@@ -69,7 +69,7 @@ class TransformerConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff < 1):
-            raise ValueError(f"d_ff={self.d_ff!r} is not allowed; it must be a positive int or None")
+            raise ValueError(f"d_ff={self.d_ff!r} is not allowed; use a positive int or None")
 
     @property
     def ff(self) -> int:
@@ -100,14 +100,11 @@ class Block(nnx.Module):
         self.cfg = cfg
         self.ln1 = nnx.LayerNorm(d, rngs=rngs)
         self.qkv = nnx.Linear(d, 3 * d, use_bias=False, rngs=rngs)
-        self.proj = nnx.Linear(d, d, use_bias=False,
-                               kernel_init=nnx.initializers.normal(0.02 / (2 * cfg.n_layers) ** 0.5),
-                               rngs=rngs)
+        out_init = nnx.initializers.normal(0.02 / (2 * cfg.n_layers) ** 0.5)  # GPT-2 scaling
+        self.proj = nnx.Linear(d, d, use_bias=False, kernel_init=out_init, rngs=rngs)
         self.ln2 = nnx.LayerNorm(d, rngs=rngs)
         self.up = nnx.Linear(d, cfg.ff, rngs=rngs)
-        self.down = nnx.Linear(cfg.ff, d,
-                               kernel_init=nnx.initializers.normal(0.02 / (2 * cfg.n_layers) ** 0.5),
-                               rngs=rngs)
+        self.down = nnx.Linear(cfg.ff, d, kernel_init=out_init, rngs=rngs)
 
     def qkv_heads(self, x):
         b, t, _ = x.shape
@@ -208,7 +205,8 @@ def _check_prompts(config, prompts, prompt_valid, max_new_tokens):
         prompt_valid = prompts != PAD_ID
     prompt_valid = jnp.asarray(prompt_valid, dtype=bool)
     if prompt_valid.shape != prompts.shape:
-        raise ValueError(f"prompt_valid shape {prompt_valid.shape} != prompts shape {prompts.shape}")
+        raise ValueError(f"prompt_valid shape {prompt_valid.shape} != prompts shape "
+                         f"{prompts.shape}")
     if prompts.shape[1] + max_new_tokens > config.max_len:
         raise ValueError(f"prompt width {prompts.shape[1]} + max_new_tokens={max_new_tokens} "
                          f"exceeds max_len={config.max_len}")

@@ -60,7 +60,8 @@ class SequenceRLConfig:
     num_generations: int = 8
     temperature: float = 1.0
     top_p: float = 1.0
-    learning_rate: float = 3e-4
+    learning_rate: float = 2e-4
+    warmup_steps: int = 10
     max_grad_norm: float = 1.0
     advantage: str = "grpo"
     advantage_kwargs: tuple = ()
@@ -80,6 +81,8 @@ class SequenceRLConfig:
     data_parallel: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps={self.warmup_steps!r} is not allowed; must be >= 0")
         for name in ("steps", "num_prompts", "num_generations", "num_iterations",
                      "num_minibatches", "num_train_problems", "eval_every", "eval_problems",
                      "eval_samples"):
@@ -88,7 +91,6 @@ class SequenceRLConfig:
                 raise ValueError(f"{name}={value!r} is not allowed; it must be an int >= 1")
         advantages.get(self.advantage)
         losses.get(self.loss)
-        losses.kl_names()
         check_choice("loss_agg_mode", self.loss_agg_mode, losses.AGG_MODES)
         check_choice("kl_estimator", self.kl_estimator, tuple(losses.kl_names()))
         check_choice("reward_scheme", self.reward_scheme, tasks.REWARD_SCHEMES)
@@ -138,8 +140,14 @@ class RolloutBatch(NamedTuple):
 
 
 def make_optimizer(config: SequenceRLConfig):
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                       optax.adam(config.learning_rate))
+    """Adam with global-norm clipping and a linear warm-up over ``warmup_steps`` updates
+    (Adam's first, bias-corrected steps are otherwise full-size on noisy RL gradients)."""
+    updates_per_step = config.num_iterations * config.num_minibatches
+    lr = optax.linear_schedule(0.0, config.learning_rate,
+                               max(config.warmup_steps * updates_per_step, 1))
+    if config.warmup_steps == 0:
+        lr = config.learning_rate
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
 
 
 def _mesh():
@@ -216,7 +224,7 @@ def update(key, state: TrainState, ref_policy, batch: RolloutBatch, rewards,
             mb = jax.tree.map(lambda x: x[idx], data)
             (_, aux), grads = jax.value_and_grad(objective, has_aux=True)(policy, mb)
             updates, opt_state = opt.update(grads, opt_state, policy)
-            aux["grad_norm"] = optax.global_norm(grads)
+            aux["grad_norm"] = optax.tree.norm(grads)
             return (optax.apply_updates(policy, updates), opt_state), aux
 
         order = jax.random.permutation(k, n_rows) if n_mb > 1 else jnp.arange(n_rows)

@@ -96,7 +96,7 @@ PRESETS = {
 
 # ----------------------------------------------------------------------------- data
 def problems(config: SFTConfig, split: str) -> list[tasks.Problem]:
-    """Deterministic ``"train"`` / ``"heldout"`` problems; held-out prompts never appear in train."""
+    """Deterministic ``"train"`` / ``"heldout"`` problems (held-out prompts never in train)."""
     if split not in ("train", "heldout"):
         raise ValueError(f"split={split!r} is not allowed; choose 'train' or 'heldout'")
     heldout = tasks.generate(config.task, np.random.default_rng([config.seed, 1]),
@@ -122,8 +122,9 @@ def sft_loss(policy, prompts, prompt_valid, solutions, solution_mask):
 
 
 def make_optimizer(config: SFTConfig):
+    warmup = max(min(config.warmup_steps, config.steps - 1), 1)
     schedule = optax.warmup_cosine_decay_schedule(
-        0.0, config.learning_rate, max(config.warmup_steps, 1), max(config.steps, 2),
+        0.0, config.learning_rate, warmup, max(config.steps, warmup + 1),
         config.learning_rate * 0.1)
     return optax.chain(optax.clip_by_global_norm(1.0),
                        optax.adamw(schedule, b2=0.98, weight_decay=config.weight_decay))

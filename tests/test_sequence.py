@@ -1,0 +1,190 @@
+"""SFT warm start, checkpoints, the sequence RL update and loop (resume, 4 devices)."""
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlvr_lab.models import transformer as T
+from rlvr_lab.train import checkpoint, sequence, sft
+
+TINY = sft.SFTConfig(difficulties=(1,), d_model=32, n_layers=2, n_heads=2, steps=300,
+                     batch_size=32, learning_rate=1e-2, warmup_steps=10, num_train=400,
+                     num_heldout=32, gen_slack=1)
+RL = sequence.SequenceRLConfig(base=TINY, steps=4, num_prompts=4, num_generations=4,
+                               learning_rate=1e-3, warmup_steps=0, eval_every=2, eval_problems=8,
+                               eval_samples=4, num_train_problems=64)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cache")
+    old = os.environ.get("RLVR_LAB_CACHE")
+    os.environ["RLVR_LAB_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("RLVR_LAB_CACHE")
+    else:
+        os.environ["RLVR_LAB_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def base(cache):
+    return sft.load_or_train(TINY, verbose=False)
+
+
+def test_sft_beats_chance_and_is_cached(base, cache):
+    # single-digit sums: 100 facts, so accuracy is measured on the (memorised) training
+    # problems; a uniform guess among the 19 possible sums scores 1/19 ~ 0.05
+    probs = sft.problems(TINY, "train")[:64]
+    ev = sft.evaluate(jax.random.key(0), base, TINY, probs, n_samples=4)
+    assert ev.pass1 > 0.3, ev.texts
+    untrained = T.init(jax.random.key(0), TINY.model_config())
+    assert sft.evaluate(jax.random.key(0), untrained, TINY, probs).pass1 < 0.05
+    path = sft.checkpoint_path(TINY)
+    assert path.exists() and path.is_relative_to(cache)
+    again = sft.load_or_train(TINY, verbose=False)  # from the cache: identical parameters
+    for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(again)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_corrupted_or_mismatched_checkpoint_is_rejected(base, tmp_path):
+    path = checkpoint.save(tmp_path / "p.ckpt", base, {"config_hash": "abc"})
+    template = T.init(jax.random.key(1), TINY.model_config())
+    checkpoint.load(path, template, {"config_hash": "abc"})
+    with pytest.raises(checkpoint.CheckpointError, match="config_hash"):
+        checkpoint.load(path, template, {"config_hash": "xyz"})
+    other = T.init(jax.random.key(1), dataclasses.replace(TINY, d_model=16).model_config())
+    with pytest.raises(checkpoint.CheckpointError, match="structure"):
+        checkpoint.load(path, other, {"config_hash": "abc"})
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(checkpoint.CheckpointError, match="corrupted"):
+        checkpoint.load(path, template)
+    path.write_bytes(b"garbage")
+    with pytest.raises(checkpoint.CheckpointError, match="not an rlvr_lab checkpoint"):
+        checkpoint.load(path, template)
+
+
+def test_sft_rebuilds_a_corrupted_cache_entry(cache):
+    config = dataclasses.replace(TINY, steps=3)
+    first = sft.load_or_train(config, verbose=False)
+    path = sft.checkpoint_path(config)
+    good = path.read_bytes()
+    path.write_bytes(good[:-10])
+    with pytest.warns(UserWarning, match="rejected.*retraining"):
+        rebuilt = sft.load_or_train(config, verbose=False)
+    for a, b in zip(jax.tree.leaves(first), jax.tree.leaves(rebuilt)):  # deterministic
+        np.testing.assert_array_equal(a, b)
+    assert path.read_bytes() == good
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="loss_agg_mode"):
+        dataclasses.replace(RL, loss_agg_mode="mean")
+    with pytest.raises(ValueError, match="num_minibatches"):
+        dataclasses.replace(RL, num_minibatches=3)
+    with pytest.raises(ValueError, match="unknown advantage"):
+        dataclasses.replace(RL, advantage="nope")
+    with pytest.raises(ValueError, match="task"):
+        sft.SFTConfig(task="chess")
+
+
+def _one_update(base, rewards, config=RL):
+    opt = sequence.make_optimizer(config)
+    state = sequence.TrainState(base, opt.init(base))
+    prompts, valid = sft.encode(TINY, sft.problems(TINY, "train")[:config.num_prompts])[:2]
+    batch = sequence.rollout(jax.random.key(3), base, jnp.asarray(prompts), jnp.asarray(valid),
+                             config)
+    new, out = jax.jit(sequence.update, static_argnums=5)(
+        jax.random.key(4), state, base, batch, jnp.asarray(rewards, jnp.float32), config)
+    return batch, new, out
+
+
+def test_equal_rewards_leave_the_policy_unchanged(base):
+    # two epochs x two minibatches: the off-policy path (pi_old recomputed, PPO ratios)
+    config = dataclasses.replace(RL, num_iterations=2, num_minibatches=2)
+    _, new, out = _one_update(base, np.ones((4, 4)), config)
+    assert float(out["zero_adv_frac"]) == 1.0 and float(out["clip_frac"]) == 0.0
+    for a, b in zip(jax.tree.leaves(base), jax.tree.leaves(new.policy)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("loss,agg", [("ppo_clip", "token-mean"), ("cispo", "seq-mean-token-sum")])
+def test_rewarded_completion_becomes_more_likely(base, loss, agg):
+    rewards = np.zeros((4, 4))
+    rewards[:, 0] = 1.0  # the first completion of every group is "correct"
+    config = dataclasses.replace(RL, loss=loss, loss_agg_mode=agg, learning_rate=1e-4)
+    batch, new, _ = _one_update(base, rewards, config)
+    before = T.score(base, batch.prompts, batch.prompt_valid, batch.tokens)
+    after = T.score(new.policy, batch.prompts, batch.prompt_valid, batch.tokens)
+    seq = lambda lp: np.asarray((lp * batch.mask).sum(-1)).reshape(4, 4)  # noqa: E731
+    gain = seq(after) - seq(before)
+    text = np.asarray(jnp.where(batch.mask, batch.tokens, -1)).reshape(4, 4, -1)
+    distinct = [b for b in range(4) if not any((text[b, 0] == text[b, g]).all()
+                                               for g in range(1, 4))]
+    assert distinct  # at least one group where the rewarded completion is unique
+    for b in distinct:
+        assert gain[b, 0] > 0 and gain[b, 0] > gain[b, 1:].max(), gain[b]
+
+
+def test_resume_reproduces_the_uninterrupted_run(base, tmp_path):
+    key = jax.random.key(7)
+    trainer = sequence.Trainer(RL, base_policy=base)
+    full = sequence.run(RL, key, 2, trainer=trainer)
+    path = tmp_path / "rl.ckpt"
+    first = sequence.run(RL, key, 2, trainer=trainer, checkpoint_path=path, stop_after=3)
+    assert first.steps_done == 3
+    resumed = sequence.run(RL, key, 2, trainer=trainer, checkpoint_path=path)
+    assert resumed.steps_done == RL.steps
+    for name in full.history:
+        np.testing.assert_array_equal(full.history[name], resumed.history[name], err_msg=name)
+    np.testing.assert_array_equal(full.evals["pass_at"], resumed.evals["pass_at"])
+    for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state)):
+        np.testing.assert_array_equal(a, b)
+    assert set(full.frame().metric) >= {"pass1", "pass_at_4", "entropy", "clip_frac",
+                                        "zero_adv_frac", "response_length", "kl"}
+    # a checkpoint of another run (here: another key) is reported and ignored
+    with pytest.warns(UserWarning, match="not used"):
+        fresh = sequence.run(RL, jax.random.key(8), 2, trainer=trainer, checkpoint_path=path,
+                             stop_after=1)
+    assert fresh.steps_done == 1
+
+
+FOUR_DEVICES = textwrap.dedent("""
+    import os
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import jax, jax.numpy as jnp, numpy as np, dataclasses
+    from tests.test_sequence import RL, TINY
+    from rlvr_lab.train import sequence, sft
+    assert jax.device_count() == 4
+    base = sft.load_or_train(TINY, verbose=False)
+    key = jax.random.key(11)
+    out = {}
+    for parallel in (False, True):
+        cfg = dataclasses.replace(RL, data_parallel=parallel)
+        trainer = sequence.Trainer(cfg, base_policy=base)
+        out[parallel] = trainer.train_step(key, trainer.init_state(2), 0)
+    (s1, m1), (s4, m4) = out[False], out[True]
+    for name in m1:
+        np.testing.assert_allclose(m1[name], m4[name], atol=1e-4, rtol=1e-4, err_msg=name)
+    for a, b in zip(jax.tree.leaves(s1), jax.tree.leaves(s4)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-4)
+    leaf = jax.tree.leaves(s4)[0]
+    print("OK", len(leaf.sharding.device_set))
+""")
+
+
+def test_four_fake_devices_match_one(base, cache):
+    env = dict(os.environ, RLVR_LAB_CACHE=str(cache), JAX_PLATFORMS="cpu")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", FOUR_DEVICES], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "OK 4" in proc.stdout  # the update ran on all 4 devices

@@ -1,0 +1,114 @@
+"""Tiny transformer: KV-cache sampling, scoring, padding, top-p, EOS handling."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rlvr_lab.models import transformer as T
+
+CFG = T.TransformerConfig(vocab_size=13, max_len=24, d_model=32, n_layers=2, n_heads=4)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return T.init(jax.random.key(0), CFG)
+
+
+def _prompts():
+    # left-padded prompts of different lengths (PAD = 0)
+    return jnp.array([[0, 0, 0, 1, 5, 6], [1, 4, 5, 6, 7, 8], [0, 1, 9, 9, 3, 3]], jnp.int32)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="divisible"):
+        T.TransformerConfig(vocab_size=10, d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="n_layers"):
+        T.TransformerConfig(vocab_size=10, n_layers=0)
+
+
+def test_cached_and_uncached_sampling_agree(policy):
+    key = jax.random.key(3)
+    a = T.sample(key, policy, _prompts(), max_new_tokens=12, use_cache=True, eos_id=-1)
+    b = T.sample(key, policy, _prompts(), max_new_tokens=12, use_cache=False, eos_id=-1)
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    np.testing.assert_allclose(a.logp, b.logp, atol=1e-5)
+    np.testing.assert_allclose(a.entropy, b.entropy, atol=1e-5)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_score_matches_sampling_logp(policy, temperature):
+    out = T.sample(jax.random.key(1), policy, _prompts(), max_new_tokens=10,
+                   temperature=temperature, eos_id=7)
+    logp, ent = T.score(policy, _prompts(), None, out.tokens, temperature=temperature,
+                        with_entropy=True)
+    m = np.asarray(out.mask)
+    np.testing.assert_allclose(np.asarray(logp)[m], np.asarray(out.logp)[m], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(ent)[m], np.asarray(out.entropy)[m], atol=1e-5)
+    # independent reference: log-softmax of the full-pass logits at each generated position
+    p = _prompts().shape[1]
+    full = jnp.concatenate([_prompts(), out.tokens], 1)
+    valid = full != 0
+    valid = valid.at[:, p:].set(True)
+    logits = T.module(policy)(full, T.positions_for(valid), valid)
+    ref = np.zeros(m.shape)
+    lg = np.asarray(logits, np.float64) / temperature
+    for b in range(m.shape[0]):
+        for t in range(m.shape[1]):
+            row = lg[b, p + t - 1]
+            top = row.max()
+            ref[b, t] = row[int(out.tokens[b, t])] - top - np.log(np.exp(row - top).sum())
+    np.testing.assert_allclose(np.asarray(out.logp)[m], ref[m], atol=1e-4)
+
+
+def test_eos_masks_the_tail(policy):
+    # make EOS likely by choosing the most likely first token as "EOS"
+    first = T.sample(jax.random.key(2), policy, _prompts(), max_new_tokens=1, top_p=1e-6)
+    eos = int(first.tokens[0, 0])
+    out = T.sample(jax.random.key(2), policy, _prompts(), max_new_tokens=8, eos_id=eos,
+                   top_p=1e-6)
+    tokens, mask = np.asarray(out.tokens), np.asarray(out.mask)
+    assert mask[0, 0] and not mask[0, 1:].any()  # stopped right after the EOS
+    assert (tokens[0, 1:] == T.PAD_ID).all() and (np.asarray(out.logp)[0, 1:] == 0).all()
+    for row_t, row_m in zip(tokens, mask):  # the mask is a prefix ending at the first EOS
+        n = row_m.sum()
+        assert row_m[:n].all() and not row_m[n:].any()
+        hits = np.flatnonzero(row_t[:n] == eos)
+        assert len(hits) == 0 and n == 8 or hits[0] == n - 1
+
+
+def test_top_p_tiny_is_greedy(policy):
+    out = T.sample(jax.random.key(5), policy, _prompts(), max_new_tokens=6, top_p=1e-6, eos_id=-1)
+    # greedy: each token is the argmax of the full-pass logits given its prefix
+    full = jnp.concatenate([_prompts(), out.tokens], 1)
+    valid = (full != 0).at[:, 6:].set(True)
+    logits = T.module(policy)(full, T.positions_for(valid), valid)
+    np.testing.assert_array_equal(np.asarray(out.tokens), np.asarray(logits[:, 5:11].argmax(-1)))
+
+
+def test_top_p_keeps_only_the_nucleus(policy):
+    # with top_p = 0.5 no drawn token may lie outside the smallest set with mass >= 0.5
+    prompts = jnp.tile(_prompts(), (50, 1))
+    out = T.sample(jax.random.key(6), policy, prompts, max_new_tokens=1, top_p=0.5)
+    logits = np.asarray(T.module(policy)(prompts[:3], T.positions_for(prompts[:3] != 0),
+                                         prompts[:3] != 0)[:, -1], np.float64)
+    for b in range(3):
+        probs = np.exp(logits[b] - logits[b].max())
+        probs /= probs.sum()
+        order = np.argsort(-probs)
+        before = np.cumsum(probs[order]) - probs[order]
+        nucleus = set(order[before < 0.5].tolist())
+        drawn = set(np.asarray(out.tokens)[b::3, 0].tolist())
+        assert drawn <= nucleus
+
+
+def test_left_padding_does_not_change_scores(policy):
+    prompt = jnp.array([[1, 4, 5, 6]])
+    padded = jnp.array([[0, 0, 0, 1, 4, 5, 6]])
+    comp = jnp.array([[7, 8, 9, 3]])
+    np.testing.assert_allclose(T.score(policy, prompt, None, comp),
+                               T.score(policy, padded, None, comp), atol=1e-5)
+
+
+def test_prompt_too_long_is_rejected(policy):
+    with pytest.raises(ValueError, match="max_len"):
+        T.sample(jax.random.key(0), policy, _prompts(), max_new_tokens=30)
