@@ -16,7 +16,7 @@ Both answer the same two questions of an RLVR step: *which prompts* go into the 
 *how many rollouts* each one gets at a fixed total. We use the prompt bank (each prompt a
 softmax over V answers), where success probabilities and gradients are exact, so the papers'
 gradient arguments can be checked directly. Every figure comes from the functions behind
-`rlvr-lab run cures_theory / cures_study / e3_temperature` (`simulations/cures_e3.py`).
+`rlvr-lab run cures_theory / cures_study / e3_temperature` (`simulations/cures.py`, `simulations/e3.py`).
 Set `RLVR_LAB_QUICK=1` for the small settings."""),
     code("""import dataclasses
 import math
@@ -31,7 +31,8 @@ from rlvr_lab import curriculum as cur
 from rlvr_lab.allocation import cures as cures_alloc, e3
 from rlvr_lab.envs import prompt_bank as pb
 from rlvr_lab.theory import cures as th
-from simulations import cures_e3 as S
+from simulations import cures as S
+from simulations import e3 as S3
 
 QUICK = bool(os.environ.get("RLVR_LAB_QUICK"))
 SEEDS = 2 if QUICK else 16
@@ -119,8 +120,8 @@ print("ranks", np.asarray(rank), "->", np.asarray(e3.e3_allocation(rank, 40, 4, 
 $H_t = H^*$ as fixed point; the target is the entropy after the first step, cosine-annealed to
 $0.9H^*$ over the last 40% of training. Here each prompt is one token of a V-way softmax,
 sampled at temperature T."""),
-    code("""tdf, tcfg = S.temperature_runs(QUICK, jax.random.key(3), SEEDS)
-fig = S.temperature_figure(tdf)
+    code("""tdf, tcfg = S3.temperature_runs(QUICK, jax.random.key(3), SEEDS)
+fig = S3.temperature_figure(tdf)
 tdf[tdf.step == tdf.step.max()].groupby(["rule", "metric"]).value.mean().unstack().round(3)"""),
     md("""With a fixed temperature the entropy collapses as the policy sharpens; E3 raises T and
 keeps the sampling entropy near its target. The price: accuracy *at the sampling

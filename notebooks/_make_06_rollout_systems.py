@@ -1,4 +1,4 @@
-"""Writes notebooks/06_systems.ipynb (run: python notebooks/_make_06_systems.py)."""
+"""Writes notebooks/06_rollout_systems.ipynb (run: python notebooks/_make_06_rollout_systems.py)."""
 from pathlib import Path
 
 import nbformat as nbf
@@ -20,7 +20,7 @@ GPUs. Four seed papers change the *system* rather than the loss:
 
 `rlvr_lab.systems` simulates them on one cost model so you can ask *what would this buy me
 with my length distribution, model and cluster?* Every figure here is made by the same
-functions as `rlvr-lab run systems_*` (module `simulations/systems.py`).
+functions as `rlvr-lab run systems_*` (module `simulations/rollout_systems.py`).
 
 Set `RLVR_LAB_QUICK=1` for small settings (the test suite does)."""),
     code("""# Install cell: only needed outside a checkout where rlvr_lab is not installed yet.
@@ -35,7 +35,7 @@ from rlvr_lab.systems import agents, echo, learning
 from rlvr_lab.systems.engine import EngineConfig, TrainerConfig, ENGINE_PRESETS, TRAINER_PRESETS
 from rlvr_lab.systems.lengths import LogNormal, HeavyTailMix, Empirical
 from rlvr_lab.systems.policies import Workload, run_sync, run_partial, run_async
-from simulations import systems as S
+from simulations import rollout_systems as S
 QUICK = os.environ.get("RLVR_LAB_QUICK") == "1"
 print("quick mode" if QUICK else "full mode")"""),
     md("""## 1. The cost model
@@ -174,6 +174,6 @@ if not QUICK:
 
 nb = nbf.v4.new_notebook(cells=cells, metadata={
     "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-out = Path(__file__).with_name("06_systems.ipynb")
+out = Path(__file__).with_name("06_rollout_systems.ipynb")
 nbf.write(nb, out)
 print("wrote", out)
