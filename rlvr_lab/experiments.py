@@ -16,6 +16,7 @@ so an interrupted ``reproduce`` loses nothing that finished.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import importlib
 import inspect
@@ -112,8 +113,10 @@ class Context:
         return paths
 
     def save_table(self, df: pd.DataFrame, name: str) -> Path:
-        path = self.out_dir / "data" / f"{name}.csv"
-        atomic_write_text(path, df.to_csv(index=False))
+        """Write ``data/<name>.csv.gz`` (six significant digits; ``pd.read_csv`` reads it)."""
+        path = self.out_dir / "data" / f"{name}.csv.gz"
+        atomic_write_bytes(path, gzip.compress(
+            df.to_csv(index=False, float_format="%.6g").encode(), mtime=0))
         self.tables.append(name)
         return path
 
@@ -212,12 +215,18 @@ def papers() -> list[str]:
 # ----------------------------------------------------------------------------- files
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        plotting.set_default_mode(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

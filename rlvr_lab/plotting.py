@@ -48,6 +48,13 @@ def figures_dir() -> Path:
     return Path.cwd() / "figures"
 
 
+def set_default_mode(path) -> None:
+    """Give a temporary file (created 0600 by mkstemp) the mode a plain ``open`` would."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
 def save_figure(fig, name: str, out_dir: str | Path | None = None) -> list[Path]:
     """Write ``fig`` as ``<out_dir>/<name>.png`` and ``.pdf`` atomically; returns both paths."""
     out = Path(out_dir) if out_dir is not None else figures_dir()
@@ -59,6 +66,7 @@ def save_figure(fig, name: str, out_dir: str | Path | None = None) -> list[Path]
         os.close(fd)
         try:
             fig.savefig(tmp, format=ext)
+            set_default_mode(tmp)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

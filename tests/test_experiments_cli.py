@@ -34,7 +34,7 @@ def test_run_writes_everything_and_reuses_result(tmp_path):
     assert not r1.skipped and CALLS["n"] == 1
     assert (tmp_path / "dummy_fig.png").stat().st_size > 0
     assert (tmp_path / "dummy_fig.pdf").stat().st_size > 0
-    assert (tmp_path / "data" / "dummy_table.csv").exists()
+    assert pd.read_csv(tmp_path / "data" / "dummy_table.csv.gz")["seed"].tolist() == [0, 1]
     stored = json.loads((tmp_path / "results" / "_test_dummy.json").read_text())
     assert stored["seeds"] == 2 and len(stored["claims"]) == 2
     r2 = experiments.run("_test_dummy", quick=True, out_dir=tmp_path)
@@ -121,3 +121,16 @@ def test_console_script_exit_code_without_traceback():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    experiments.run("_test_dummy", quick=True, out_dir=tmp_path, force=True)
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("dummy_fig.png", "dummy_fig.pdf", "results/_test_dummy.json",
+                 "data/dummy_table.csv.gz"):
+        mode = stat.S_IMODE((tmp_path / name).stat().st_mode)
+        assert mode == 0o666 & ~umask, (name, oct(mode))
