@@ -162,15 +162,27 @@ At equal numbers of *rollouts*, continuing at N = 16 for 32× more steps does as
 here (0.89 vs 0.88): in a tabular bandit with Adam each step's progress is bounded by the
 learning rate, so many small batches beat one large one per sample. The paper's efficiency
 argument is about hardware: decoding hundreds of rollouts per prompt moves generation from
-memory-bound to compute-bound on a GPU (their ~2× throughput). That is a GPU effect that a CPU
-toy cannot show; the throughput part of the issue (small model, tokens/s vs parallel rollouts)
-is not done in this notebook.
+memory-bound to compute-bound on a GPU (their ~2× throughput). The next cells measure that
+side on the tiny transformer (experiment `brorl_throughput`).
 
 ## Chosen settings (the paper's V, |C|, η are not public)
 * One-step sweep: V = 8192 (hard settings also V = 32768), |C| ∈ {1, 16, 512},
   Q0 ∈ {0.01, 0.1, 0.5}, η = 0.01, N ∈ {4, …, 1024}, 96 trials (48 at V = 32768).
 * Relaxed: V = 4096, |C| ∈ {16, 512}, 16 steps of η = 1, resampling each step, 32 trials.
 * Rewards R_c = +1, R_w = −1 throughout."""),
+    md("""## Throughput: rollouts per prompt vs tokens/s (tiny transformer)
+Sampling tokens/s of the jitted KV-cache sampler for N parallel rollouts of one prompt. A flat
+time per decode step means overhead- or memory-bound decoding (more rollouts are almost free);
+a rising one means compute-bound. On a 2-core CPU, tokens/s rise from N = 1 to about N = 16
+and then flatten (decoding is already compute-bound), so going from N = 16 to hundreds of
+rollouts gains nothing (claim `large_n_raises_throughput` fails here): **the paper's ~2× is a
+GPU effect** (weights and KV cache re-read from HBM for a few sequences vs tensor-core FLOPs
+for hundreds). Run this on a GPU to see it."""),
+    code("""from simulations.brorl_throughput import measure_throughput, throughput_figure
+thr = measure_throughput([1, 4, 16, 64] if QUICK else [1, 4, 16, 64, 256, 512],
+                         d_model=64 if QUICK else 128, n_layers=2 if QUICK else 4)
+throughput_figure(thr, jax.devices()[0].platform)
+thr"""),
 ]
 
 nb = nbf.v4.new_notebook(cells=cells, metadata={

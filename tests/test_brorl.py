@@ -266,3 +266,12 @@ def test_first_n_below():
                                 "p": [0.3, 0.0, 0.02, 0.0, 0.3, 0.2, 0.1, 0.05]})
     out = S.first_n_below(summary, "p", 0.01).set_index("setting")["n_below"]
     assert out["a"] == 256 and np.isinf(out["b"])
+
+
+def test_throughput_measure_counts_tokens():
+    from simulations.brorl_throughput import NEW_TOKENS, measure_throughput
+
+    df = measure_throughput([1, 3], d_model=32, n_layers=1, repeats=1)
+    assert df.rollouts.tolist() == [1, 3]
+    np.testing.assert_allclose(df.tokens_per_s * df.seconds, df.rollouts * NEW_TOKENS)
+    assert (df.tokens_per_s > 0).all()
