@@ -30,9 +30,9 @@ import operator
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from rlvr_lab._registry import check_choice
+from rlvr_lab.utils import check_unit_interval
 
 SCHEDULES = ("et", "hw")
 SCALES = ("none", "std")
@@ -50,15 +50,6 @@ def _check_sizes(n, n_max) -> tuple[int, int]:
         raise ValueError(f"n_max={n_max_i} is not allowed; it must be >= n={n_i}")
     return n_i, n_max_i
 
-
-def _check_acc(acc) -> None:
-    if isinstance(acc, jax.core.Tracer):
-        return
-    a = np.asarray(acc, dtype=float)
-    bad = ~((a >= 0) & (a <= 1))
-    if np.any(bad):
-        raise ValueError(f"acc={a.ravel()[np.flatnonzero(bad.ravel())[0]]} is not allowed; "
-                         f"accuracies must lie in [0, 1]")
 
 
 def _meets_ceiling(m, k2, n, schedule, scale):
@@ -125,7 +116,7 @@ def dars_extra_rollouts(acc, n, n_max, *, schedule: str = "et", scale: str = "no
     check_choice("schedule", schedule, SCHEDULES)
     check_choice("scale", scale, SCALES)
     n, n_max = _check_sizes(n, n_max)
-    _check_acc(acc)
+    check_unit_interval(acc, "acc")
     acc = jnp.asarray(acc)
     dtype = acc.dtype if jnp.issubdtype(acc.dtype, jnp.floating) else jnp.result_type(float)
     return _extra(acc.astype(dtype), jnp.asarray(n), jnp.asarray(n_max), schedule, scale)

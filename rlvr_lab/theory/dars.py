@@ -24,10 +24,10 @@ import operator
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.stats import binom
 
 from rlvr_lab._registry import check_choice
+from rlvr_lab.utils import check_unit_interval
 
 SCALES = ("none", "std")
 
@@ -41,15 +41,6 @@ def _check_n(n, what="n") -> int:
         raise ValueError(f"{what}={n_i} is not allowed; a group needs >= 1 rollout")
     return n_i
 
-
-def _check_unit(x, what) -> None:
-    if isinstance(x, jax.core.Tracer):
-        return
-    v = np.asarray(x, dtype=float)
-    bad = ~((v >= 0) & (v <= 1))
-    if np.any(bad):
-        raise ValueError(f"{what}={v.ravel()[np.flatnonzero(bad.ravel())[0]]} is not allowed; "
-                         f"it must lie in [0, 1]")
 
 
 def _float(x):
@@ -73,7 +64,7 @@ def cumulative_advantage(acc, n, *, scale: str = "none"):
     clipped to [0, 1].
     """
     check_choice("scale", scale, SCALES)
-    _check_unit(acc, "acc")
+    check_unit_interval(acc, "acc")
     acc = jnp.clip(_float(acc), 0, 1)
     return 2 * jnp.asarray(n, acc.dtype) * _spread(acc, scale)
 
@@ -88,7 +79,7 @@ def expected_cumulative_advantage(p, n, *, scale: str = "none"):
     """
     check_choice("scale", scale, SCALES)
     n = _check_n(n)
-    _check_unit(p, "p")
+    check_unit_interval(p, "p")
     p = jnp.clip(_float(p), 0, 1)
     if scale == "none":
         return 2 * (n - 1) * p * (1 - p)
@@ -121,7 +112,7 @@ def expected_cumulative_advantage_dars(p, n, n_max, *, schedule: str | None = "e
     n_max = n if schedule is None else _check_n(n_max, "n_max")
     if n_max < n:
         raise ValueError(f"n_max={n_max} is not allowed; it must be >= n={n}")
-    _check_unit(p, "p")
+    check_unit_interval(p, "p")
     return _expected_dars(jnp.clip(_float(p), 0, 1), n, n_max, schedule, scale)
 
 
