@@ -96,12 +96,14 @@ def test_config_errors():
         sft.SFTConfig(task="chess")
 
 
-def _one_update(base, rewards, config=RL):
+def _one_update(base, rewards, config=RL, edit_batch=None):
     opt = sequence.make_optimizer(config)
     state = sequence.TrainState(base, opt.init(base))
     prompts, valid = sft.encode(TINY, sft.problems(TINY, "train")[:config.num_prompts])[:2]
     batch = sequence.rollout(jax.random.key(3), base, jnp.asarray(prompts), jnp.asarray(valid),
                              config)
+    if edit_batch is not None:
+        batch = edit_batch(batch)
     new, out = jax.jit(sequence.update, static_argnums=5)(
         jax.random.key(4), state, base, batch, jnp.asarray(rewards, jnp.float32), config)
     return batch, new, out
@@ -132,6 +134,56 @@ def test_rewarded_completion_becomes_more_likely(base, loss, agg):
     assert distinct  # at least one group where the rewarded completion is unique
     for b in distinct:
         assert gain[b, 0] > 0 and gain[b, 0] > gain[b, 1:].max(), gain[b]
+
+
+def _rewarded_first():
+    rewards = np.zeros((4, 4))
+    rewards[:, 0] = 1.0
+    return rewards
+
+
+def _max_param_change(base, new):
+    return max(float(jnp.abs(a - b).max()) for a, b in zip(jax.tree.leaves(base),
+                                                           jax.tree.leaves(new.policy)))
+
+
+def test_rollout_corrections_on_hand_made_mismatch(base):
+    rewards = _rewarded_first()
+    plain = dataclasses.replace(RL, learning_rate=1e-4)
+    _, ref_new, _ = _one_update(base, rewards, plain)
+    # rollout log-probs equal to the trainer's: TIS/MIS weights are 1, the update is unchanged
+    for corr in ("tis", "mis"):
+        cfg = dataclasses.replace(plain, rollout_correction=corr)
+        _, new, out = _one_update(base, rewards, cfg)
+        assert abs(float(out["mismatch_k3"])) < 1e-5 and float(out["kept_frac"]) == 1.0
+        for a, b in zip(jax.tree.leaves(ref_new.policy), jax.tree.leaves(new.policy)):
+            np.testing.assert_allclose(a, b, atol=1e-6)
+    # rollout engine far more confident than the trainer (rho = e^-3 < 1/C): MIS drops every
+    # token (no update); TIS keeps them with weight e^-3 (a smaller, non-zero update)
+    sharper = lambda b: b._replace(behav_logp=b.behav_logp + 3.0)  # noqa: E731
+    cfg = dataclasses.replace(plain, rollout_correction="mis")
+    _, new, out = _one_update(base, rewards, cfg, sharper)
+    assert float(out["kept_frac"]) == 0.0 and _max_param_change(base, new) == 0.0
+    np.testing.assert_allclose(float(out["mismatch_k1"]), 3.0, rtol=1e-5)
+    np.testing.assert_allclose(float(out["mismatch_chi2"]), np.exp(-6.0) - 1, rtol=1e-4)
+    cfg = dataclasses.replace(plain, rollout_correction="tis")
+    _, new, out = _one_update(base, rewards, cfg, sharper)
+    assert 0.0 < _max_param_change(base, new)
+
+
+def test_mask_stale_drops_flagged_tokens(base):
+    rewards = _rewarded_first()
+    cfg = dataclasses.replace(RL, learning_rate=1e-4, mask_stale=True)
+    all_stale = lambda b: b._replace(stale=b.mask)  # noqa: E731
+    _, new, out = _one_update(base, rewards, cfg, all_stale)
+    assert _max_param_change(base, new) == 0.0 and float(out["stale_frac"]) == 1.0
+    none_stale = lambda b: b._replace(stale=jnp.zeros_like(b.mask))  # noqa: E731
+    _, new, out = _one_update(base, rewards, cfg, none_stale)
+    assert _max_param_change(base, new) > 0.0 and float(out["stale_frac"]) == 0.0
+    with pytest.raises(ValueError, match="rollout_correction"):
+        dataclasses.replace(RL, rollout_correction="is")
+    with pytest.raises(ValueError, match="correction_cap"):
+        dataclasses.replace(RL, correction_cap=1.0)
 
 
 def test_resume_reproduces_the_uninterrupted_run(base, tmp_path):
