@@ -14,7 +14,7 @@ from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
 from rlvr_lab.train import rollout
-from rlvr_lab.train.bandit import BanditConfig, make_train, metrics_frame, train_seeds
+from rlvr_lab.train.bandit import BanditConfig, Hparams, make_train, metrics_frame, train_seeds
 from rlvr_lab.utils import enable_x64
 
 SMALL = BanditConfig(bank=PromptBankConfig(num_prompts=8, vocab_size=6), num_steps=6,
@@ -113,6 +113,7 @@ def test_learning_raises_accuracy():
     dict(rollout="dynamic_sampling", rollout_options=(("max_rounds", 2),), epsilon_high=0.28),
     dict(scale_rewards="batch", clip_ratio_c=3.0, advantage="grpo"),
     dict(advantage="reinforce_pp_baseline", temperature=0.7),
+    dict(optimizer="adafactor", learning_rate=0.1),
 ])
 def test_every_stage_combination_runs_finite(changes):
     _, m = jax.jit(make_train(SMALL.replace(**changes)))(jax.random.key(0))
@@ -217,3 +218,66 @@ def test_sampled_gradient_matches_exact_gradient():
     _, ratio_dr, se_dr = gradient_check(
         sampled_gradients(jax.random.key(1), bank, "dr_grpo", 4, 4000), exact)
     assert abs(ratio_dr - 0.75) < 4 * se_dr and abs(ratio_dr - 1) > 4 * se_dr
+
+
+def test_numpy_adam_matches_optax():
+    import optax
+
+    from rlvr_lab.benchmarks.bandit import NumpyAdam
+
+    grads = np.random.default_rng(0).normal(size=(20, 5, 3))
+    grads[3:6, 1] = 0.0  # rows without gradient still move with the first moment
+    params, ref = np.zeros((5, 3)), jnp.zeros((5, 3))
+    adam, opt = NumpyAdam(params, 0.05), optax.adam(0.05)
+    state = opt.init(ref)
+    for g in grads:
+        adam.step(params, g)
+        updates, state = opt.update(jnp.asarray(g, jnp.float32), state, ref)
+        ref = optax.apply_updates(ref, updates)
+    np.testing.assert_allclose(params, np.asarray(ref), rtol=1e-5, atol=1e-6)
+
+
+def test_numpy_baseline_replays_the_trainer():
+    """The bench's NumPy update (float64), fed the trainer's own rollouts and minibatches,
+    ends at the trainer's logits: both sides of the bench run the same algorithm, and the
+    trainer's row-gather gradient on flattened parameters is the plain chain rule. SGD, since
+    Adam's first step is lr*sign(g) and turns float32-vs-float64 rounding of the near-zero
+    gradients (GRPO advantages sum to 0 in a group) into visible differences."""
+    from rlvr_lab.benchmarks.bandit import NumpySGD, _softmax, numpy_update
+
+    cfg = BanditConfig(bank=PromptBankConfig(num_prompts=12, vocab_size=6), num_steps=4,
+                       batch_size=8, num_generations=4, num_iterations=2, num_minibatches=2,
+                       epsilon_high=0.28, optimizer="sgd", learning_rate=0.5)
+    bank = prompt_bank.make_bank(cfg.bank)
+    key = jax.random.key(3)
+    state, _ = jax.jit(make_train(cfg))(key)
+    logits = np.asarray(bank.logits0, np.float64)
+    table = np.asarray(bank.reward_table, np.float64)
+    sgd = NumpySGD(logits, cfg.learning_rate)
+    for k in jax.random.split(key, cfg.num_steps):  # the trainer's key schedule
+        k_roll, k_perm = jax.random.split(k)
+        batch, _ = rollout.get("uniform").sample(k_roll, jnp.asarray(logits, jnp.float32),
+                                                 bank, cfg, ())
+        prompts, answers = np.asarray(batch.prompts), np.asarray(batch.answers)
+        rewards = table[prompts[:, None], answers]
+        adv = (rewards - rewards.mean(-1, keepdims=True)) / (
+            rewards.std(-1, ddof=1, keepdims=True) + 1e-6)
+        old = np.log(np.take_along_axis(_softmax(logits[prompts]), answers, 1))
+        for kk in jax.random.split(k_perm, cfg.num_iterations):
+            perm = np.asarray(rollout.shuffle(kk, cfg.batch_size))
+            for groups in np.split(perm, cfg.num_minibatches):
+                numpy_update(logits, sgd, prompts[groups], answers[groups], old[groups],
+                             adv[groups], cfg)
+    assert np.abs(logits - np.asarray(bank.logits0)).max() > 0.1  # it did learn something
+    np.testing.assert_allclose(np.asarray(state.logits), logits, rtol=1e-5, atol=1e-5)
+
+
+def test_static_zero_kl_skip_gives_the_traced_zero_numbers():
+    """``beta=0`` known at trace time drops the KL term; passing ``beta`` as an array (a sweep)
+    keeps it, times 0. Same numbers either way."""
+    cfg = SMALL.replace(kl_estimator="k3")
+    train = jax.jit(make_train(cfg))
+    _, a = train(jax.random.key(4))
+    _, b = train(jax.random.key(4), Hparams.from_config(cfg))
+    for k in a:
+        np.testing.assert_allclose(np.asarray(a[k]), np.asarray(b[k]), rtol=1e-6, atol=1e-7)

@@ -52,6 +52,13 @@ class TransformerConfig:
 
     ``max_len`` bounds prompt width + generated tokens (the learned position table size).
     ``d_ff`` defaults to ``4 * d_model``.
+
+    ``act_hook`` (optional, default None = off, nothing changes): a hashable callable
+    ``hook(site, x) -> x`` applied to activations at named sites -- the inputs of the four
+    linear layers (``"qkv_in"``, ``"proj_in"``, ``"up_in"``, ``"down_in"``) and the keys and
+    values written to the KV cache (``"k"``, ``"v"``, shape ``[B, T, H, Dh]``). Used by
+    :mod:`rlvr_lab.quant` for W8A8 / FP8-KV fake-quantised rollouts. It is left out of the
+    ``repr`` so checkpoint structure strings (and cached SFT bases) are unchanged.
     """
 
     vocab_size: int
@@ -60,6 +67,7 @@ class TransformerConfig:
     n_layers: int = 2
     n_heads: int = 4
     d_ff: int | None = None
+    act_hook: Any = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
         for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads"):
@@ -70,6 +78,8 @@ class TransformerConfig:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff < 1):
             raise ValueError(f"d_ff={self.d_ff!r} is not allowed; use a positive int or None")
+        if self.act_hook is not None and not callable(self.act_hook):
+            raise ValueError(f"act_hook={self.act_hook!r} is not allowed; use a callable or None")
 
     @property
     def ff(self) -> int:
@@ -106,17 +116,23 @@ class Block(nnx.Module):
         self.up = nnx.Linear(d, cfg.ff, rngs=rngs)
         self.down = nnx.Linear(cfg.ff, d, kernel_init=out_init, rngs=rngs)
 
+    def act(self, site: str, x):
+        """The config's activation hook at ``site`` (identity when ``act_hook`` is None)."""
+        hook = self.cfg.act_hook
+        return x if hook is None else hook(site, x)
+
     def qkv_heads(self, x):
         b, t, _ = x.shape
-        q, k, v = jnp.split(self.qkv(self.ln1(x)), 3, axis=-1)
+        q, k, v = jnp.split(self.qkv(self.act("qkv_in", self.ln1(x))), 3, axis=-1)
         shape = (b, t, self.cfg.n_heads, self.cfg.head_dim)
-        return q.reshape(shape), k.reshape(shape), v.reshape(shape)
+        return q.reshape(shape), self.act("k", k.reshape(shape)), self.act("v", v.reshape(shape))
 
     def finish(self, x, q, k, v, mask):
         """Attention of queries ``q`` over keys/values ``k, v`` (mask ``[B, 1, T, S]``)."""
         att = jax.nn.dot_product_attention(q, k, v, mask=mask)
-        x = x + self.proj(att.reshape(x.shape))
-        return x + self.down(jax.nn.gelu(self.up(self.ln2(x))))
+        x = x + self.proj(self.act("proj_in", att.reshape(x.shape)))
+        hidden = jax.nn.gelu(self.up(self.act("up_in", self.ln2(x))))
+        return x + self.down(self.act("down_in", hidden))
 
 
 class Transformer(nnx.Module):
@@ -246,16 +262,23 @@ def _draw(key, logp, top_p):
 @functools.partial(jax.jit, static_argnames=("max_new_tokens", "top_p", "eos_id", "use_cache"))
 def sample(key, policy: Policy, prompts, prompt_valid=None, *, max_new_tokens: int,
            temperature=1.0, top_p: float = 1.0, eos_id: int = EOS_ID,
-           use_cache: bool = True) -> Rollout:
+           use_cache: bool = True, prefix=None, prefix_len=None) -> Rollout:
     """Autoregressive sampling of ``max_new_tokens`` tokens after left-padded ``prompts``.
 
     ``key`` a typed PRNG key (step ``i`` uses ``fold_in(key, i)``, so cached and uncached
     sampling draw the same tokens); ``temperature`` may be traced; ``top_p`` is static.
     ``use_cache=False`` recomputes the whole buffer every step (reference/benchmark path).
     After EOS a row emits ``PAD`` with ``mask`` False and ``logp``/``entropy`` 0.
+
+    ``prefix`` ``[B, N]`` with ``prefix_len`` ``[B]``: the first ``prefix_len`` completion
+    tokens of each row are forced to ``prefix`` instead of drawn (resuming a partial response:
+    the same causal computation as re-prefilling prompt + prefix); their ``logp``/``entropy``
+    are the current policy's. Rows with ``prefix_len = 0`` are sampled exactly as without.
     """
     config = policy.config
     prompts, prompt_valid = _check_prompts(config, prompts, prompt_valid, max_new_tokens)
+    if (prefix is None) != (prefix_len is None):
+        raise ValueError("prefix and prefix_len must be given together")
     b, p = prompts.shape
     total = p + max_new_tokens
     model = module(policy)
@@ -267,6 +290,8 @@ def sample(key, policy: Policy, prompts, prompt_valid=None, *, max_new_tokens: i
     def choose(i, logits, done):
         logp_all = _log_probs(logits, temperature)
         token = _draw(jax.random.fold_in(key, i), logp_all, top_p)
+        if prefix is not None:
+            token = jnp.where(i < prefix_len, jnp.asarray(prefix, jnp.int32)[:, i], token)
         logp = jnp.take_along_axis(logp_all, token[:, None], axis=-1)[:, 0]
         live = ~done
         token = jnp.where(live, token, PAD_ID)
