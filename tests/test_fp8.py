@@ -1,41 +1,19 @@
 """Quantised rollouts on a TINY SFT base: log-prob shift, behav_logp, TIS/MIS flag wiring."""
 import dataclasses
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from small_model import RL, TINY
 
 from rlvr_lab import losses, quant
 from rlvr_lab.models import transformer as T
 from rlvr_lab.train import sequence, sft
 from simulations.fp8 import _share_compiled
 
-TINY = sft.SFTConfig(difficulties=(1,), d_model=32, n_layers=2, n_heads=2, steps=300,
-                     batch_size=32, learning_rate=1e-2, warmup_steps=10, num_train=400,
-                     num_heldout=32, gen_slack=1)
-RL = sequence.SequenceRLConfig(base=TINY, steps=2, num_prompts=4, num_generations=4,
-                               learning_rate=1e-3, warmup_steps=0, eval_every=2, eval_problems=8,
-                               eval_samples=4, num_train_problems=64, track_mismatch=True)
+RL = dataclasses.replace(RL, steps=2, track_mismatch=True)
 COARSE = quant.QuantConfig("e2m1", weight_block=None)  # FP4, per-tensor scales
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cache")
-    old = os.environ.get("RLVR_LAB_CACHE")
-    os.environ["RLVR_LAB_CACHE"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("RLVR_LAB_CACHE")
-    else:
-        os.environ["RLVR_LAB_CACHE"] = old
-
-
-@pytest.fixture(scope="module")
-def base(cache):
-    return sft.load_or_train(TINY, verbose=False)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlvr_lab import advantages
 from rlvr_lab.mc_baselines import grpo_drop_one
@@ -67,9 +68,9 @@ def test_study_configs_group_sizes():
 
 def test_bank_flip_rates_match_direct_law():
     """bank_flip_rates on a one-prompt bank equals the exact function on that prompt's law."""
-    from simulations import mc_grpo as M
     from rlvr_lab.envs import prompt_bank
     from rlvr_lab.theory import sign_flip as sf
+    from simulations import mc_grpo as M
     cfg = M.format_bank(num_prompts=1, vocab_size=6)
     bank = prompt_bank.make_bank(cfg)
     pi = np.asarray(jax.nn.softmax(bank.logits0[0]), np.float64)

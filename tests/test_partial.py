@@ -1,7 +1,6 @@
 """APRIL partial rollouts on the tiny transformer: round plan, prefix bookkeeping, the driver."""
 import dataclasses
 import math
-import os
 
 import jax
 import jax.numpy as jnp
@@ -9,31 +8,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from small_model import RL, TINY
 
 from rlvr_lab.models import transformer as T
 from rlvr_lab.models.transformer import PAD_ID
 from rlvr_lab.train import partial, sequence, sft
 
-# as in tests/test_sequence.py: single-digit sums, completions of 4-6 tokens (max 7)
-TINY = sft.SFTConfig(difficulties=(1,), d_model=32, n_layers=2, n_heads=2, steps=300,
-                     batch_size=32, learning_rate=1e-2, warmup_steps=10, num_train=400,
-                     num_heldout=32, gen_slack=1)
-RL = sequence.SequenceRLConfig(base=TINY, steps=4, num_prompts=4, num_generations=4,
-                               learning_rate=1e-3, warmup_steps=0, eval_every=2, eval_problems=8,
-                               eval_samples=4, num_train_problems=64)
 APRIL = partial.PartialConfig(RL, over_provision=2.0)
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cache")
-    old = os.environ.get("RLVR_LAB_CACHE")
-    os.environ["RLVR_LAB_CACHE"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("RLVR_LAB_CACHE")
-    else:
-        os.environ["RLVR_LAB_CACHE"] = old
 
 
 @pytest.fixture(scope="module")

@@ -9,33 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from small_model import RL, TINY
 
 from rlvr_lab.models import transformer as T
 from rlvr_lab.train import checkpoint, sequence, sft
-
-TINY = sft.SFTConfig(difficulties=(1,), d_model=32, n_layers=2, n_heads=2, steps=300,
-                     batch_size=32, learning_rate=1e-2, warmup_steps=10, num_train=400,
-                     num_heldout=32, gen_slack=1)
-RL = sequence.SequenceRLConfig(base=TINY, steps=4, num_prompts=4, num_generations=4,
-                               learning_rate=1e-3, warmup_steps=0, eval_every=2, eval_problems=8,
-                               eval_samples=4, num_train_problems=64)
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cache")
-    old = os.environ.get("RLVR_LAB_CACHE")
-    os.environ["RLVR_LAB_CACHE"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("RLVR_LAB_CACHE")
-    else:
-        os.environ["RLVR_LAB_CACHE"] = old
-
-
-@pytest.fixture(scope="module")
-def base(cache):
-    return sft.load_or_train(TINY, verbose=False)
 
 
 def test_sft_beats_chance_and_is_cached(base, cache):
@@ -212,8 +189,10 @@ def test_resume_reproduces_the_uninterrupted_run(base, tmp_path):
 FOUR_DEVICES = textwrap.dedent("""
     import os
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    import sys
+    sys.path.insert(0, "tests")
     import jax, jax.numpy as jnp, numpy as np, dataclasses
-    from tests.test_sequence import RL, TINY
+    from small_model import RL, TINY
     from rlvr_lab.train import sequence, sft
     assert jax.device_count() == 4
     base = sft.load_or_train(TINY, verbose=False)

@@ -8,7 +8,8 @@ from fractions import Fraction
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlvr_lab import theory
 from rlvr_lab.theory import sign_flip as sf

@@ -1,7 +1,6 @@
 """SPEC-RL speculative rollouts: acceptance rule vs a NumPy loop, reuse extremes, splicing,
 token accounting, determinism, validation, and a two-epoch training sweep (TINY base)."""
 import math
-import os
 
 import jax
 import jax.numpy as jnp
@@ -9,33 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from small_model import RL, TINY
 
 from rlvr_lab.models import transformer as T
-from rlvr_lab.train import sequence, sft, spec_rl
-
-TINY = sft.SFTConfig(difficulties=(1,), d_model=32, n_layers=2, n_heads=2, steps=300,
-                     batch_size=32, learning_rate=1e-2, warmup_steps=10, num_train=400,
-                     num_heldout=32, gen_slack=1)
-RL = sequence.SequenceRLConfig(base=TINY, steps=4, num_prompts=4, num_generations=4,
-                               learning_rate=1e-3, warmup_steps=0, eval_every=2, eval_problems=8,
-                               eval_samples=4, num_train_problems=64)
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cache")
-    old = os.environ.get("RLVR_LAB_CACHE")
-    os.environ["RLVR_LAB_CACHE"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("RLVR_LAB_CACHE")
-    else:
-        os.environ["RLVR_LAB_CACHE"] = old
-
-
-@pytest.fixture(scope="module")
-def base(cache):
-    return sft.load_or_train(TINY, verbose=False)
+from rlvr_lab.train import sft, spec_rl
 
 
 @pytest.fixture(scope="module")
