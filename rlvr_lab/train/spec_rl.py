@@ -38,13 +38,9 @@ actor-recomputed ``old_log_probs`` of the whole final response -- and per-row ``
 ``reused`` token counts with ``generated + reused = response length`` (tokens up to EOS).
 
 **Batched and jitted, fixed shapes.** Continuing from per-row prefixes of different lengths is
-done with the ordinary KV-cache sampler: prompt + prefix are right-aligned into one left-padded
-buffer of width ``P + N`` (positions are counted from each row's first valid token, so every
-row sees exactly the positions it would have in one uninterrupted sample), ``N`` new tokens are
-sampled and spliced after the prefix. The tokens a row samples past its budget ``N - cut`` are
-dropped; only they can reach positions beyond the model's table, so the table is extended with
-zero rows that no kept token ever reads (:func:`_with_position_slack`), instead of changing
-the sampler. Rows that need no generation are compacted away (``rows`` argument) so the decode
+done with the ordinary KV-cache sampler, the kept prefix forced token by token
+(``transformer.sample(prefix=, prefix_len=)``, the mechanism APRIL's resumed partials use too).
+Rows that need no generation are compacted away (``rows`` argument) so the decode
 batch shrinks with reuse -- the fixed-shape analogue of an engine serving fewer requests.
 
 **What "tokens saved" means at toy scale.** Responses here are ~5-12 tokens (a reversed-digit
@@ -178,55 +174,22 @@ def propose(key, policy, prompts, prompt_valid, cached: CachedResponses, log_len
 
 
 # ----------------------------------------------------------------------------- continuation
-def _with_position_slack(policy, max_len: int):
-    """The same model with its position table zero-padded to ``max_len`` rows.
-
-    Only tokens sampled past a row's budget (and then dropped) sit at positions beyond the
-    original table, so the padding never influences a kept token (causal attention).
-    """
-    extra = max_len - policy.config.max_len
-    if extra <= 0:
-        return policy
-
-    def pad(path, x):
-        if tuple(getattr(k, "key", None) for k in path[:2]) == ("pos", "embedding"):
-            return jnp.pad(x, ((0, extra), (0, 0)))
-        return x
-
-    params = jax.tree_util.tree_map_with_path(pad, policy.params)
-    return transformer.Policy(dataclasses.replace(policy.config, max_len=max_len), params)
-
-
 def continue_from(key, policy, prompts, prompt_valid, tokens, cut, *, temperature=1.0,
                   top_p: float = 1.0) -> transformer.Rollout:
     """Keep ``tokens[:, :cut]`` and sample the rest of each ``[R, N]`` response from ``policy``.
 
-    Returns the spliced responses (``mask`` True up to EOS; the prefix must hold no EOS, i.e.
-    ``cut`` < the cached length) with the sampler's ``logp`` / ``entropy`` on new tokens and
-    0 on the kept prefix. ``N`` new tokens are sampled per row, so every budget fits.
+    The kept prefix is forced in :func:`rlvr_lab.models.transformer.sample` (``prefix`` /
+    ``prefix_len``: the same causal computation as re-prefilling prompt + prefix). Returns the
+    spliced responses (``mask`` True up to EOS; the prefix must hold no EOS, i.e. ``cut`` < the
+    cached length) with the sampler's ``logp`` / ``entropy`` on new tokens and 0 on the prefix.
     """
-    r, p = prompts.shape
     n = tokens.shape[1]
-    width = p + n
-    cols = jnp.arange(width)
-    concat = jnp.concatenate([prompts.astype(jnp.int32), tokens.astype(jnp.int32)], axis=1)
-    valid = jnp.concatenate([prompt_valid.astype(bool), cols[None, :n] < cut[:, None]], axis=1)
-    # right-align prompt + prefix: roll each row by the unused budget n - cut
-    src = (cols[None] - (n - cut)[:, None]) % width
-    valid = jnp.take_along_axis(valid, src, axis=1)
-    buffer = jnp.where(valid, jnp.take_along_axis(concat, src, axis=1), transformer.PAD_ID)
-    model = _with_position_slack(policy, max(policy.config.max_len, width + n))
-    out = transformer.sample(key, model, buffer, valid, max_new_tokens=n,
-                             temperature=temperature, top_p=top_p)
-    j = jnp.arange(n)[None]
-    fresh = j >= cut[:, None]
-    src = jnp.clip(j - cut[:, None], 0, n - 1)
-    take = lambda x: jnp.take_along_axis(x, src, axis=1)  # noqa: E731
-    return transformer.Rollout(
-        tokens=jnp.where(fresh, take(out.tokens), tokens).astype(jnp.int32),
-        logp=jnp.where(fresh, take(out.logp), 0.0),
-        entropy=jnp.where(fresh, take(out.entropy), 0.0),
-        mask=jnp.where(fresh, take(out.mask), True))
+    out = transformer.sample(key, policy, prompts, prompt_valid, max_new_tokens=n,
+                             temperature=temperature, top_p=top_p,
+                             prefix=tokens.astype(jnp.int32), prefix_len=cut)
+    fresh = jnp.arange(n)[None] >= cut[:, None]
+    return out._replace(logp=jnp.where(fresh, out.logp, 0.0),
+                        entropy=jnp.where(fresh, out.entropy, 0.0))
 
 
 class SpecRollout(NamedTuple):
