@@ -73,7 +73,7 @@ file (quick mode under `figures/quick/`) and returns the computed claims; a reru
 same configuration and code reuses the stored result."""),
     nbf.v4.new_code_cell("""from rlvr_lab import experiments
 result = experiments.run("grpo_family", quick=QUICK)
-result.claims_frame()[["claim", "measured", "criterion", "passed"]]"""),
+result.claims_frame()[["claim", "measured", "criterion", "verdict"]]"""),
     nbf.v4.new_code_cell("""from IPython.display import Image, display
 out = experiments.default_out_dir(QUICK)
 for name in result.figures:

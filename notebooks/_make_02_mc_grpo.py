@@ -156,7 +156,7 @@ fig = M.plot_study_curves(results)"""),
 fig = M.plot_final(final)
 final.pivot(index="method", columns="G", values="mean")"""),
     code("""claims = M.training_claims(results, M.bank_flip_rates(base.bank, 2))
-pd.DataFrame([c.row() for c in claims])[["claim", "measured", "criterion", "passed", "reason"]]"""),
+pd.DataFrame([c.row() for c in claims])[["claim", "measured", "criterion", "verdict", "reason"]]"""),
     md("""**Reading the study** (full run: 100 steps, 16 seeds; the quick run above is far
 smaller, so its numbers differ). Final mean success probability, G = 2 rollouts in the loss:
 GRPO 0.786, MC-GRPO **mad 0.740**, MC-GRPO **std 0.820**, MC-GRPO none 0.770, compute-matched

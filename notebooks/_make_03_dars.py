@@ -106,7 +106,7 @@ D.summary_table(result, settings)[cols].round(4)"""),
 Each claim's measured value is computed above and compared with its criterion; the paper's
 numbers (Qwen2.5-Math-1.5B, Avg@128 / Pass@128) sit next to ours."""),
     code("""rows = [c.row() for c in D.study_claims(result, settings)]
-pd.DataFrame(rows)[["claim", "paper_value", "measured", "passed", "reason"]]"""),
+pd.DataFrame(rows)[["claim", "paper_value", "measured", "verdict", "reason"]]"""),
     md("""**Reading** (full mode, 16 seeds; the quick run is too short to show all of it).
 In the tabular bank prompts share no parameters, so anything that puts more successful
 samples on hard prompts — DARS, N=32, a larger batch — raises pass@k *at equal steps*, and

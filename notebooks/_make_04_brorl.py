@@ -97,7 +97,7 @@ made once and N is a prefix (common random numbers across N); trials are vmapped
     code("""out = S.mass_balance_study(lambda salt: jax.random.fold_in(key, salt), CONFIGS)
 summary, relaxed = out["summary"], out["relaxed"]
 claims = pd.DataFrame([c.row() for c in out["claims"]])
-claims[["claim", "measured", "criterion", "passed", "reason"]]"""),
+claims[["claim", "measured", "criterion", "verdict", "reason"]]"""),
     code("""out["figures"]["brorl_first_order"]"""),
     code("""out["figures"]["brorl_p_decrease_vs_n"]"""),
     code("""# the hard settings again at V = 32768 (full mode only)
@@ -149,7 +149,7 @@ also runs 32× longer, for the equal-rollout-budget comparison."""),
 tdf = S.training_frame(res, STUDY)
 fig = S.plot_training(tdf, res, STUDY)
 tclaims = pd.DataFrame([c.row() for c in S.training_claims(tdf, res, STUDY)])
-tclaims[["claim", "measured", "criterion", "passed", "reason"]]"""),
+tclaims[["claim", "measured", "criterion", "verdict", "reason"]]"""),
     code("""fig"""),
     md(r"""**Reading** (full run: 8 seeds). At equal numbers of *steps*, switching to N = 512
 revives the saturated run (accuracy +0.08 in 40 steps, against +0.00 for N = 16 and +0.013 over

@@ -169,7 +169,7 @@ failing with its reason. The full-mode table is in `figures/CLAIMS.md`."""),
     code("""from rlvr_lab import experiments as E
 if not QUICK:
     for name in ["systems_april", "systems_areal", "systems_echo", "systems_webgym", "systems_staleness"]:
-        display(E.run(name).claims_frame()[["claim", "measured", "criterion", "passed", "reason"]])"""),
+        display(E.run(name).claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])"""),
     md("""## 9. APRIL on the small model: what to do with the stale prefix
 The simulator counts off-policy tokens; here APRIL runs for real on the tiny transformer
 (`rlvr_lab.train.partial`, GRPO on arithmetic from the SFT base). Each step runs r·N groups
@@ -228,7 +228,7 @@ The full experiment adds a staleness stress (prefixes resumed two steps later, n
 the claims: `rlvr-lab run systems_april_prefix`."""),
     code("""if not QUICK:
     display(E.run("systems_april_prefix").claims_frame()[
-        ["claim", "measured", "criterion", "passed", "reason"]])"""),
+        ["claim", "measured", "criterion", "verdict", "reason"]])"""),
 ]
 
 nb = nbf.v4.new_notebook(cells=cells, metadata={

@@ -117,13 +117,12 @@ def _cmd_reproduce(args) -> int:
     results, df = experiments.reproduce(quick=args.quick, only=args.only, force=args.force)
     out = experiments.default_out_dir(args.quick)
     print(experiments.format_table(df))
-    failed = int((df["passed"] == False).sum())  # noqa: E712
+    failed = int(df["verdict"].isin(["fail", "inconclusive"]).sum())
     errors = [r for r in results if r.error]
     for r in errors:
         print(f"error in {r.experiment}: {r.error.strip().splitlines()[-1]}", file=sys.stderr)
-    print(f"{len(df)} claims: {int((df['passed'] == True).sum())} pass, {failed} fail, "  # noqa: E712
-          f"{int(df['passed'].isna().sum())} not evaluated; written to {out / 'claims.csv'} "
-          f"and {out / 'CLAIMS.md'}")
+    print(f"{len(df)} claims: {experiments.verdict_counts(df)}; written to "
+          f"{out / 'claims.csv'} and {out / 'CLAIMS.md'}")
     if errors:
         return 1
     return 1 if (args.strict and failed) else 0

@@ -22,9 +22,7 @@ import importlib
 import inspect
 import json
 import math
-import os
 import pkgutil
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -33,61 +31,106 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from rlvr_lab import io as _io
 from rlvr_lab import plotting
 from rlvr_lab._registry import Registry
 
-CLAIM_COLUMNS = ("experiment", "paper", "claim", "statement", "paper_value", "measured",
-                 "criterion", "passed", "reason")
+CLAIM_COLUMNS = ("experiment", "paper", "setting", "claim", "statement", "paper_value",
+                 "paper_ref", "measured", "measured_text", "criterion", "verdict", "reason")
+VERDICTS = ("pass", "fail", "inconclusive", "not evaluated")
+SETTINGS = ("bank", "small model", "simulator", "theory", "toy")
 
 
 @dataclass(frozen=True)
 class Claim:
     """One paper claim tested in one run.
 
-    ``passed`` is True/False from the stated ``criterion`` applied to ``measured``; None means
-    it could not be evaluated in this run (the ``reason`` says why).
+    ``verdict`` is ``pass`` / ``fail`` from the stated ``criterion`` applied to ``measured``;
+    ``inconclusive`` when the run cannot decide (its positive control failed, or the test has
+    too little power: the ``reason`` says what would decide it); ``not evaluated`` when the
+    run did not compute it. ``measured`` is a number (NaN when there is none); text notes go
+    to ``measured_text``. ``setting`` says where it was tested (``bank``, ``small model``,
+    ``simulator``, ``theory``, ``toy``); ``paper_ref`` the paper's section/table/figure.
     """
 
     id: str
     paper: str
     statement: str
     paper_value: str
-    measured: float | str
+    measured: float
     criterion: str
-    passed: bool | None
+    verdict: str
     reason: str = ""
     experiment: str = ""
+    setting: str = ""
+    paper_ref: str = ""
+    measured_text: str = ""
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict={self.verdict!r} is not allowed; choose one of "
+                             f"{', '.join(map(repr, VERDICTS))}")
 
     def row(self) -> dict:
         measured = self.measured
-        if isinstance(measured, float):
+        if isinstance(measured, float) and math.isfinite(measured):
             measured = float(f"{measured:.6g}")
-        return {"experiment": self.experiment, "paper": self.paper, "claim": self.id,
-                "statement": self.statement, "paper_value": self.paper_value,
-                "measured": measured, "criterion": self.criterion,
-                "passed": self.passed, "reason": self.reason}
+        return {"experiment": self.experiment, "paper": self.paper, "setting": self.setting,
+                "claim": self.id, "statement": self.statement,
+                "paper_value": self.paper_value, "paper_ref": self.paper_ref,
+                "measured": measured, "measured_text": self.measured_text,
+                "criterion": self.criterion, "verdict": self.verdict, "reason": self.reason}
+
+    @property
+    def passed(self) -> bool | None:
+        """True for ``pass``, False for ``fail``, None otherwise (inconclusive, not evaluated)."""
+        return {"pass": True, "fail": False}.get(self.verdict)
 
     @property
     def status(self) -> str:
-        return {True: "pass", False: "FAIL", None: "not evaluated"}[self.passed]
+        return {"fail": "FAIL"}.get(self.verdict, self.verdict)
 
 
 def claim(id: str, statement: str, measured, passed, criterion: str, *, paper: str = "",
-          paper_value: str = "", reason: str = "") -> Claim:
-    """Build a :class:`Claim`; ``measured`` may be a number or text, ``passed`` a bool-like.
+          paper_value: str = "", reason: str = "", setting: str = "", paper_ref: str = "",
+          verdict: str | None = None) -> Claim:
+    """Build a :class:`Claim`.
 
+    ``measured`` may be a number or text (text is kept in ``measured_text`` and ``measured``
+    becomes NaN); ``passed`` a bool-like or None (not evaluated). ``verdict`` overrides the
+    verdict derived from ``passed`` (e.g. ``"inconclusive"`` when a positive control failed).
     A non-finite measured number fails the claim (it cannot satisfy a criterion).
     """
     if hasattr(measured, "item"):
         measured = measured.item()
-    if isinstance(measured, (int, float)) and not isinstance(measured, bool):
+    measured_text = ""
+    if isinstance(measured, str):
+        measured_text, measured = measured, float("nan")
+    elif measured is None:
+        measured = float("nan")
+    else:
         measured = float(measured)
-        if not math.isfinite(measured):
+        if not math.isfinite(measured) and passed is not None and verdict is None:
             passed, reason = False, reason or "measured value is not finite"
-    if passed is not None:
-        passed = bool(passed)
+    if verdict is None:
+        verdict = "not evaluated" if passed is None else ("pass" if bool(passed) else "fail")
     return Claim(id=id, paper=paper, statement=statement, paper_value=paper_value,
-                 measured=measured, criterion=criterion, passed=passed, reason=reason)
+                 measured=measured, criterion=criterion, verdict=verdict, reason=reason,
+                 setting=setting, paper_ref=paper_ref, measured_text=measured_text)
+
+
+def _claim_from_dict(c: dict) -> Claim:
+    """A stored claim (older files had ``passed`` instead of ``verdict``)."""
+    names = {f.name for f in dataclasses.fields(Claim)}
+    data = {k: v for k, v in c.items() if k in names}
+    if "verdict" not in data:
+        passed = c.get("passed")
+        data["verdict"] = "not evaluated" if passed is None else ("pass" if passed else "fail")
+    if data.get("measured") is None or isinstance(data.get("measured"), str):
+        text = data.get("measured")
+        data["measured"] = float("nan")
+        data.setdefault("measured_text", text or "")
+    return Claim(**data)
 
 
 @dataclass
@@ -213,24 +256,8 @@ def papers() -> list[str]:
 
 
 # ----------------------------------------------------------------------------- files
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
-    atomic_write_bytes(path, text.encode())
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        plotting.set_default_mode(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+atomic_write_text = _io.atomic_write_text
+atomic_write_bytes = _io.atomic_write_bytes
 
 
 def _local_module_file(name: str) -> Path | None:
@@ -341,8 +368,7 @@ def _load_result(path: Path, chash: str, out_dir: Path) -> Result | None:
         return None
     if not all((out_dir / f"{f}.png").exists() for f in data.get("figures", [])):
         return None
-    claims = [Claim(**{k: c[k] for k in c if k in {f.name for f in dataclasses.fields(Claim)}})
-              for c in data["claims"]]
+    claims = [_claim_from_dict(c) for c in data["claims"]]
     return Result(experiment=data["experiment"], paper=data["paper"], claims=claims,
                   figures=data["figures"], tables=data.get("tables", []),
                   seconds=data["seconds"], config_hash=chash, skipped=True)
@@ -377,7 +403,7 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
             raise
         error = traceback.format_exc(limit=-3)
         claims = [Claim(id=c, paper=exp.paper, statement="experiment failed", paper_value="",
-                        measured="", criterion="", passed=False,
+                        measured=float("nan"), criterion="", verdict="fail",
                         reason=error.strip().splitlines()[-1]) for c in exp.claims]
     seconds = time.perf_counter() - start
     claims = [dataclasses.replace(c, experiment=name, paper=c.paper or exp.paper)
@@ -406,21 +432,26 @@ def _md_cell(value) -> str:
 
 
 def claims_markdown(df: pd.DataFrame, *, quick: bool) -> str:
-    status = df["passed"].map({True: "pass", False: "**FAIL**"}).fillna("not evaluated")
+    status = df["verdict"].map({"fail": "**FAIL**"}).fillna(df["verdict"])
     lines = ["# Claims", "",
              f"Generated by `rlvr-lab reproduce{' --quick' if quick else ''}`; every measured "
              "value is computed in that run. A failing claim is a result, not a bug: the "
              "reason column says why.", "",
-             f"{int((df['passed'] == True).sum())} pass, "  # noqa: E712
-             f"{int((df['passed'] == False).sum())} fail, "  # noqa: E712
-             f"{int(df['passed'].isna().sum())} not evaluated.", "",
-             "| experiment | paper | claim | statement | paper | measured | criterion | status "
-             "| reason |", "|---|---|---|---|---|---|---|---|---|"]
+             verdict_counts(df) + ".", "",
+             "| experiment | paper | setting | claim | statement | paper value | measured "
+             "| criterion | verdict | reason |", "|---|---|---|---|---|---|---|---|---|---|"]
     for (_, r), s in zip(df.iterrows(), status):
         lines.append("| " + " | ".join(_md_cell(v) for v in (
-            r.experiment, r.paper, r.claim, r.statement, r.paper_value, r.measured,
+            r.experiment, r.paper, r.setting, r.claim, r.statement, r.paper_value,
+            r.measured_text if pd.isna(r.measured) else r.measured,
             r.criterion, s, r.reason)) + " |")
     return "\n".join(lines) + "\n"
+
+
+def verdict_counts(df: pd.DataFrame) -> str:
+    """``"34 pass, 20 fail, 3 inconclusive, 2 not evaluated"`` for a claims frame."""
+    counts = df["verdict"].value_counts()
+    return ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS)
 
 
 def write_claims(results: list[Result], out_dir: Path, *, quick: bool) -> pd.DataFrame:
@@ -468,9 +499,7 @@ def _merge_previous(out: Path, results: list[Result]) -> list[Result]:
         path = _result_path(out, name)
         if path.exists():
             data = json.loads(path.read_text())
-            claims = [Claim(**{k: c[k] for k in c if k in {f.name for f in
-                                                           dataclasses.fields(Claim)}})
-                      for c in data["claims"]]
+            claims = [_claim_from_dict(c) for c in data["claims"]]
             merged.append(Result(name, data["paper"], claims, data["figures"],
                                  data.get("tables", []), data["seconds"],
                                  data["config_hash"], skipped=True, error=data.get("error", "")))
@@ -481,7 +510,7 @@ def format_table(df: pd.DataFrame) -> str:
     """A plain-text claims table for the terminal."""
     if df.empty:
         return "(no claims)"
-    status = df["passed"].map({True: "pass", False: "FAIL"}).fillna("n/a")
+    status = df["verdict"].map({"fail": "FAIL"}).fillna(df["verdict"])
     show = pd.DataFrame({"experiment": df["experiment"], "claim": df["claim"],
                          "measured": df["measured"], "criterion": df["criterion"],
                          "status": status})

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt  # headless runs fall back to Agg; Jupyter sets its inline backend
 import numpy as np
+
+from rlvr_lab import io as _io
 
 STYLE = {
     "figure.figsize": (6.4, 4.0),
@@ -37,42 +37,16 @@ def house_style():
         yield
 
 
-def figures_dir() -> Path:
-    """``$RLVR_LAB_FIGURES``, else the checkout's ``figures/``, else ``./figures``."""
-    env = os.environ.get("RLVR_LAB_FIGURES")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[1]
-    if (repo / "figures").is_dir() and (repo / "pyproject.toml").exists():
-        return repo / "figures"
-    return Path.cwd() / "figures"
-
-
-def set_default_mode(path) -> None:
-    """Give a temporary file (created 0600 by mkstemp) the mode a plain ``open`` would."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
+figures_dir = _io.figures_dir
+set_default_mode = _io.set_default_mode
 
 
 def save_figure(fig, name: str, out_dir: str | Path | None = None) -> list[Path]:
     """Write ``fig`` as ``<out_dir>/<name>.png`` and ``.pdf`` atomically; returns both paths."""
     out = Path(out_dir) if out_dir is not None else figures_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        path = out / f"{name}.{ext}"
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=f".{ext}.tmp")
-        os.close(fd)
-        try:
-            fig.savefig(tmp, format=ext)
-            set_default_mode(tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        paths.append(path)
-    return paths
+    return [_io.atomic_save(out / f"{name}.{ext}",
+                            lambda tmp, ext=ext: fig.savefig(tmp, format=ext))
+            for ext in ("png", "pdf")]
 
 
 def mean_ci(values, axis=0, level=0.95):

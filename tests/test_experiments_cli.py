@@ -50,9 +50,9 @@ def test_claims_table_files(tmp_path):
     df = experiments.write_claims(results, tmp_path, quick=True)
     csv = pd.read_csv(tmp_path / "claims.csv")
     for col in ("experiment", "paper", "claim", "statement", "paper_value", "measured",
-                "criterion", "passed"):
+                "criterion", "verdict"):
         assert col in csv.columns
-    assert csv["passed"].tolist() == [True, False]
+    assert csv["verdict"].tolist() == ["pass", "fail"]
     md = (tmp_path / "CLAIMS.md").read_text()
     assert "**FAIL**" in md and "toy scale" in md and "1 pass, 1 fail" in md
     assert len(df) == 2

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import jax
 import numpy as np
 from flax import serialization
+
+from rlvr_lab import io as _io
 
 MAGIC = b"RLVR-LAB-CHECKPOINT v1\n"
 
@@ -26,21 +26,8 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, corrupted or does not match what the caller expects."""
 
 
-def cache_dir() -> Path:
-    """``$RLVR_LAB_CACHE``, else ``.rlvr_cache/`` at the checkout root, else ``./.rlvr_cache``."""
-    env = os.environ.get("RLVR_LAB_CACHE")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[2]
-    if (repo / "pyproject.toml").exists():
-        return repo / ".rlvr_cache"
-    return Path.cwd() / ".rlvr_cache"
-
-
-def config_hash(obj) -> str:
-    """Stable short hash of a JSON-able description (dataclasses via ``asdict`` first)."""
-    text = json.dumps(obj, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+cache_dir = _io.cache_dir
+config_hash = _io.stable_hash
 
 
 def _is_key(leaf) -> bool:
@@ -64,15 +51,8 @@ def save(path, tree, meta: dict | None = None) -> Path:
     arrays, layout = _describe(tree)
     payload = serialization.msgpack_serialize({str(i): a for i, a in enumerate(arrays)})
     header = {"meta": meta or {}, **layout, "sha256": hashlib.sha256(payload).hexdigest()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _io.atomic_write_bytes(
+        path, MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload)
     return path
 
 

@@ -1,0 +1,126 @@
+"""Files and places: atomic writes, stable hashes, and where outputs and caches live.
+
+Every writer in the toolkit goes through :func:`atomic_write_bytes` (temporary file in the
+target folder + rename), so an interrupted run never leaves a half-written file. The folders
+come from environment variables, read here and nowhere else:
+
+- ``RLVR_LAB_QUICK``: quick (small) settings in notebooks; ``1``/``true`` quick,
+  ``0``/``false``/empty full (default full).
+- ``RLVR_LAB_FIGURES``: where ``rlvr-lab reproduce`` writes figures and claims (default the
+  checkout's tracked ``figures/``).
+- ``RLVR_LAB_OUTPUT``: where notebooks and ``rlvr-lab run`` write (default
+  ``~/.rlvr_lab/output``), so they never touch tracked files.
+- ``RLVR_LAB_CACHE``: cached SFT bases and checkpoints (default ``.rlvr_cache/`` in the
+  checkout).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+_FALSE = {"", "0", "false", "no", "off"}
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def repo_root() -> Path | None:
+    """The checkout this package runs from (``pyproject.toml`` beside ``rlvr_lab/``), or None."""
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").exists() else None
+
+
+def quick_mode(default: bool = False) -> bool:
+    """``$RLVR_LAB_QUICK`` parsed once for everybody: 1/true/yes/on -> True, 0/false/no/off/
+    empty -> False, unset -> ``default``; anything else is a one-line ValueError."""
+    raw = os.environ.get("RLVR_LAB_QUICK")
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"RLVR_LAB_QUICK={raw[:40]!r} is not allowed; use 1/true/yes/on for quick "
+                     "or 0/false/no/off/empty for full")
+
+
+def figures_dir() -> Path:
+    """``$RLVR_LAB_FIGURES``, else the checkout's tracked ``figures/``, else ``./figures``."""
+    env = os.environ.get("RLVR_LAB_FIGURES")
+    if env:
+        return Path(env)
+    root = repo_root()
+    if root is not None and (root / "figures").is_dir():
+        return root / "figures"
+    return Path.cwd() / "figures"
+
+
+def output_dir() -> Path:
+    """Where notebooks and ``rlvr-lab run`` write by default: ``$RLVR_LAB_OUTPUT``, else
+    ``~/.rlvr_lab/output`` (never the tracked ``figures/``)."""
+    env = os.environ.get("RLVR_LAB_OUTPUT")
+    if env:
+        return Path(env)
+    return Path.home() / ".rlvr_lab" / "output"
+
+
+def cache_dir() -> Path:
+    """``$RLVR_LAB_CACHE``, else ``.rlvr_cache/`` at the checkout root, else ``./.rlvr_cache``."""
+    env = os.environ.get("RLVR_LAB_CACHE")
+    if env:
+        return Path(env)
+    root = repo_root()
+    return (root if root is not None else Path.cwd()) / ".rlvr_cache"
+
+
+def stable_hash(obj) -> str:
+    """Short SHA-256 of a JSON-able description (sorted keys; other objects via ``str``)."""
+    text = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def set_default_mode(path) -> None:
+    """Give a temporary file (created 0600 by mkstemp) the mode a plain ``open`` would."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
+def atomic_write_bytes(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        set_default_mode(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path, text: str) -> Path:
+    """:func:`atomic_write_bytes` for text (UTF-8)."""
+    return atomic_write_bytes(path, text.encode())
+
+
+def atomic_save(path, write) -> Path:
+    """Atomically create ``path`` with ``write(tmp_path)`` (e.g. ``fig.savefig``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix
+                               + ".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        set_default_mode(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
