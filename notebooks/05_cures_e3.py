@@ -1,0 +1,174 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # CurES and E3: which prompts, and how many rollouts each
+#
+# *Papers:* **CurES** ("From Gradient Analysis to Efficient Curriculum Learning for Reasoning
+# LLMs", code `ZexuSun/CurES`) and **E3** (dynamic rollout budgets and entropy-targeting
+# temperature, code `LiaoMengqi/E3-RL4LLMs`); `PAPERS.md` sections 4 and 5.
+#
+# Both answer the same two questions of an RLVR step: *which prompts* go into the batch and
+# *how many rollouts* each one gets at a fixed total. We use the prompt bank (each prompt a
+# softmax over V answers), where success probabilities and gradients are exact, so the papers'
+# gradient arguments can be checked directly. Every figure comes from the functions behind
+# `rlvr-lab run cures_theory / cures_study / e3_temperature` (`simulations/cures.py`, `simulations/e3.py`).
+# Set `RLVR_LAB_QUICK=1` for the small settings.
+
+# %%
+import dataclasses
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from rlvr_lab import curriculum as cur
+from rlvr_lab.allocation import cures as cures_alloc, e3
+from rlvr_lab.envs import prompt_bank as pb
+from rlvr_lab.theory import cures as th
+from simulations import cures as S
+from simulations import e3 as S3
+
+QUICK = bool(os.environ.get("RLVR_LAB_QUICK"))
+SEEDS = 2 if QUICK else 16
+pd.set_option("display.width", 200)
+print("quick" if QUICK else "full", "mode,", SEEDS, "seeds")
+
+# %% [markdown]
+# ## 1. The posterior and CurES' sampling distribution
+#
+# Per prompt, CurES keeps counts (Acc, All) and reads $\hat p = (Acc+1)/(All+2)$, the mean of
+# $\mathrm{Beta}(Acc+1, All-Acc+1)$, initialised with 4 rollouts per prompt. Prompts are drawn
+# from $q_i \propto \exp(\sqrt{\hat p_i(1-\hat p_i)}/t_i)$.
+#
+# **Pitfall.** The authors' sampler uses $t_i = 100\,(Acc_i+1)$. Since
+# $\sqrt{p(1-p)} \le 0.5$, the exponent is at most 0.005: every probability is within a
+# factor $e^{0.005} \approx 1.005$ of every other — uniform sampling. We expose $t$.
+
+# %%
+bank = pb.make_bank(S.bank_config("bimodal", 64))
+post, spent = cur.init_posterior_from_rollouts(jax.random.key(0), bank.p0)
+p_hat = cur.posterior_mean(post)
+rows = {"code t=100(Acc+1)": cur.cures_code_prompt_probs(post)}
+for t in (1.0, 0.3, 0.1, 0.05):
+    rows[f"t={t}"] = cur.cures_prompt_probs(p_hat, t)
+pd.DataFrame({k: {"max q / min q": float(cur.max_probability_ratio(q)),
+                  "effective #prompts 1/Σq²": float(1 / (q ** 2).sum())}
+              for k, q in rows.items()}).T.round(4)
+
+# %% [markdown]
+# ## 2. Allocation: Neyman and the variance of the gradient
+#
+# For one rollout with $a = p$, $b = 1-p$ and score $g = \nabla\log\pi(y)$, the term
+# $(r-a)g$ has total variance
+# $\sigma^2 = a b^2 E|g_c|^2 + a^2 b E|g_w|^2 - a^2b^2|E g_c - E g_w|^2$. Averaging $n_i$
+# rollouts gives $\sum_i\sigma_i^2/n_i$, minimised at a fixed total by $n_i \propto \sigma_i$
+# (Neyman). With equal gradient norms $\sigma = \sqrt{p(1-p)}$ (CurES' form).
+#
+# **Pitfall.** The code form $\mathrm{round}(N\sigma_i/\sum\sigma)$ drops prompts with small
+# $\sigma$ (0 rollouts) and may miss the budget. `neyman_allocation` water-fills with a minimum
+# per prompt and rounds by largest remainder, keeping the total exactly.
+
+# %%
+p = jnp.array([0.0, 0.01, 0.2, 0.5, 0.8, 0.99, 1.0])
+sigma = cures_alloc.neyman_sigma(p)
+pd.DataFrame({"p": np.asarray(p), "sigma": np.asarray(sigma).round(3),
+              "code round()": np.asarray(cures_alloc.neyman_allocation_code(sigma, 56)),
+              "ours (min 2, total 56)": np.asarray(cures_alloc.neyman_allocation(sigma, 56))})
+
+# %% [markdown]
+# Variance of the stochastic gradient at a fixed budget (8 rollouts per prompt on
+# average), analytic (oracle baseline $p$) and Monte Carlo (oracle and leave-one-out
+# baselines), for uniform, Neyman with the exact $\sigma$, $\sqrt{p(1-p)}$ (CurES), the same
+# from a 4-rollout posterior, DARS (its allocation shape rescaled to the budget) and E3.
+
+# %%
+vdf, shapes = S.variance_table(True, jax.random.key(1))
+fig = S.variance_figure(vdf, shapes)
+vdf[["bank", "rule", "n_min", "n_max", "analytic_oracle", "mc_oracle", "mc_rloo",
+     "ratio_uniform_over_rule", "mc_rloo_ratio"]].round(3)
+
+# %% [markdown]
+# Neyman is the variance optimum (analytic and Monte Carlo agree); CurES' $\sqrt{p(1-p)}$
+# is close to it; a noisy 4-rollout $\hat p$ loses most of the gain. DARS and E3 deliberately
+# *raise* the variance: they spend rollouts on hard prompts whose gradient is small, to find
+# rare correct answers — a different goal.
+#
+# ## 3. Sampling: which distribution makes gradient descent fastest?
+#
+# Drawing B prompts from $q$ and moving each along its own gradient improves
+# $J = \mathrm{mean}_i\,p_i$ by $(\eta B/K)\sum_i q_i|\nabla p_i|^2$ to first order — linear
+# in $q$, so the best single step puts the batch on the largest $|\nabla p_i|^2$ (greedy). For a
+# softmax, $|\nabla p|^2 \approx (p(1-p))^2$, much more peaked than the proxy $\sqrt{p(1-p)}$.
+# For unbiased importance-weighted SGD the variance-optimal $q$ is
+# $\propto\sqrt{|\nabla p_i|^2 + \sigma_i^2/G}$ (the *IS efficiency* compares a $q$ with it).
+# The middle panel runs the noise-free (mean-field) dynamics with $q$ recomputed every step.
+
+# %%
+curves, stable, per_prompt = S.sampling_analysis(True)
+fig = S.sampling_figure(curves, stable, per_prompt)
+stable[["bank", "rule", "steps_to_target", "speedup_vs_uniform", "gain_vs_best",
+        "is_efficiency"]].round(3)
+
+# %% [markdown]
+# ## 4. Training at equal rollout budget
+#
+# Plain SGD on the prompt bank (the analysis is about gradient descent), B·G rollouts per step
+# for every arm; CurES' 4-rollout initialisation and DAPO's refills are charged. The rollout
+# stages `"cures"` and `"e3"` are registered by `rlvr_lab.train.curriculum_stage`. Quick mode
+# runs the arms the claims need; the full run (`rlvr-lab run cures_study`) has all of them.
+
+# %%
+s = dataclasses.replace(S.QUICK, num_steps=25) if QUICK else S.FULL
+study_curves, summary = S.run_study(s, "bimodal", jax.random.key(2), SEEDS, QUICK)
+fig = S.study_figure(study_curves, summary, "bimodal")
+summary[["arm", "rollouts_to_target", "speedup_vs_uniform", "final_accuracy",
+         "final_entropy", "all_incorrect_frac"]].round(3)
+
+# %% [markdown]
+# ## 5. E3's allocation and temperature
+#
+# E3 ranks prompts by mean reward so far and gives harder ones more rollouts within
+# $[n_{min}, n_{max}]$, a range that widens once per epoch:
+
+# %%
+print([e3.e3_schedule(k) for k in range(4)])
+rank = e3.e3_ranks(jnp.array([0.9, 0.6, 0.3, 0.1, 0.0]))
+print("ranks", np.asarray(rank), "->", np.asarray(e3.e3_allocation(rank, 40, 4, 12)))
+
+# %% [markdown]
+# The temperature rule $T \leftarrow T\,(1 + T\ln(H^*/H_t)/(\ln V + \ln\ln V))$ has
+# $H_t = H^*$ as fixed point; the target is the entropy after the first step, cosine-annealed to
+# $0.9H^*$ over the last 40% of training. Here each prompt is one token of a V-way softmax,
+# sampled at temperature T.
+
+# %%
+tdf, tcfg = S3.temperature_runs(QUICK, jax.random.key(3), SEEDS)
+fig = S3.temperature_figure(tdf)
+tdf[tdf.step == tdf.step.max()].groupby(["rule", "metric"]).value.mean().unstack().round(3)
+
+# %% [markdown]
+# With a fixed temperature the entropy collapses as the policy sharpens; E3 raises T and
+# keeps the sampling entropy near its target. The price: accuracy *at the sampling
+# temperature* is much lower, while pass@k stays as high — the paper's "gains mostly in
+# pass@k" in miniature.
+#
+# ## 6. Claims
+#
+# `rlvr-lab run cures_theory`, `cures_study` and `e3_temperature` compute these claims (the
+# committed full-run table is `figures/CLAIMS.md`).

@@ -1,0 +1,297 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Rollout systems: synchronous, APRIL, AReaL, ECHO-2 and async agents
+#
+# Rollout is most of the wall time of RL for LLMs, and its long tail of response lengths idles
+# GPUs. Four seed papers change the *system* rather than the loss:
+#
+# | paper | idea | knob |
+# |---|---|---|
+# | APRIL | over-provision r·N groups, stop at N complete, recycle the partial ones | r |
+# | AReaL | fully asynchronous generation and training, bounded staleness | η |
+# | ECHO-2 | cheap remote workers, pipelined weight broadcast, bounded staleness | S, workers |
+# | WebGym | asynchronous multi-turn agent rollouts | environment latency |
+#
+# `rlvr_lab.systems` simulates them on one cost model so you can ask *what would this buy me
+# with my length distribution, model and cluster?* Every figure here is made by the same
+# functions as `rlvr-lab run systems_*` (module `simulations/rollout_systems.py`).
+#
+# Set `RLVR_LAB_QUICK=1` for small settings (the test suite does).
+
+# %%
+# Install cell: only needed outside a checkout where rlvr_lab is not installed yet.
+import importlib.util, subprocess, sys
+if importlib.util.find_spec("rlvr_lab") is None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", ".."], check=True)
+
+# %%
+import os, time
+import numpy as np, pandas as pd
+import matplotlib.pyplot as plt
+from rlvr_lab.plotting import subplots
+from rlvr_lab.systems import agents, echo, learning
+from rlvr_lab.systems.engine import EngineConfig, TrainerConfig, ENGINE_PRESETS, TRAINER_PRESETS
+from rlvr_lab.systems.lengths import LogNormal, HeavyTailMix, Empirical
+from rlvr_lab.systems.policies import Workload, run_sync, run_partial, run_async
+from simulations import rollout_systems as S
+QUICK = os.environ.get("RLVR_LAB_QUICK") == "1"
+print("quick mode" if QUICK else "full mode")
+
+# %% [markdown]
+# ## 1. The cost model
+# One inference worker = one GPU with continuous batching of at most K sequences. A decode step
+# over b sequences whose contexts sum to C tokens takes
+#
+# $$\tau(b, C) = \tau_0 + \tau_1 b + \tau_2 C,$$
+#
+# (weight read + launch overhead; per-sequence compute; KV-cache read) and admitting requests
+# costs a prefill per prompt token. Between two events a worker's batch is fixed and every context
+# grows by one per step, so n steps take $n(\tau_0+\tau_1 b+\tau_2 C) + \tau_2 b\,n(n-1)/2$:
+# the simulator jumps from completion to completion instead of stepping tokens (see the
+# `engine` docstring). The defaults are order-of-magnitude numbers for an 8B model on one
+# H100-class GPU; presets exist for 1.5B, 4B, 7B and 8B — override any field.
+
+# %%
+for name, cfg in ENGINE_PRESETS.items():
+    b, ctx = cfg.max_concurrency, 3000
+    step = cfg.step_time(b, b * ctx)
+    print(f"{name:>4}: K={b:3d}, step with K seqs of {ctx} tokens = {1e3 * step:5.1f} ms "
+          f"-> {b / step:7.0f} tok/s/GPU; trainer {1 / TRAINER_PRESETS[name].seconds_per_token:6.0f} tok/s/GPU")
+
+# %% [markdown]
+# ## 2. Length laws and the tail
+# Synchronous RL waits for the longest response of the batch. Plug in your own lengths with
+# `Empirical(array)`; here the log-normal family used below (median 1500, cap 8192).
+
+# %%
+fig, ax = subplots()
+for name, law in S.TAILS.items():
+    x = law.sample(0, 20000)
+    ax.hist(x, bins=80, histtype="step", density=True, label=f"{name}: max/mean of 256 = "
+            f"{np.sort(law.sample(1, 256))[-1] / law.mean():.1f}")
+ax.set(xlabel="response length (tokens)", ylabel="density", yscale="log"); ax.legend();
+
+# %% [markdown]
+# ## 3. APRIL: over-provisioning with partial rollouts
+# Each step runs ⌈r·N⌉ groups (unfinished ones from the FIFO buffer first), stops when N groups
+# are complete and aborts the rest. APRIL keeps the partial responses and resumes them next step
+# (prompt + partial text re-prefilled under the new weights: those tokens are off-policy);
+# verl-style over-sampling drops them. Throughput as in the APRIL code: tokens generated in the
+# round (aborted partials included) / rollout wall time.
+
+# %%
+wl = Workload(n_groups=32, group_size=8, lengths=S.TAILS["medium (σ=0.6)"])
+for name, run in [("sync", run_sync(0, wl, n_workers=2, steps=6)),
+                  ("APRIL r=2", run_partial(0, wl, n_workers=2, steps=6, over_provision=2.0)),
+                  ("drop r=2", run_partial(0, wl, n_workers=2, steps=6, over_provision=2.0, mode="drop"))]:
+    s = run.summary()
+    print(f"{name:10s} rollout {s['rollout_throughput']:7.0f} tok/s | useful {s['effective_throughput']:7.0f} tok/s"
+          f" | step {s['time_per_step']:6.1f} s | trainer idle {s['trainer_idle_fraction']:.2f}"
+          f" | off-policy tokens {s['off_policy_token_fraction']:.2f}")
+
+# %%
+t0 = time.time()
+april = S.april_sweep(True, 1, ratios=(1.5, 2.0, 3.0) if not QUICK else (2.0,))
+S.april_figure(april); print(f"{time.time() - t0:.1f} s")
+
+# %% [markdown]
+# Two things to read off: the gain is largest for a *moderate* tail — when most groups
+# contain a long response, APRIL must wait for one of them anyway (completion is per group);
+# and without a correction most trained tokens of recycled groups come from an older policy.
+
+# %% [markdown]
+# ## 4. AReaL: fully asynchronous RL and the staleness bound η
+# Generation workers never stop; the trainer takes the first N complete groups, trains, and
+# pushes new weights (in-flight requests continue under them after a re-prefill). A new group is
+# admitted only if ⌊(N_r − 1)/B⌋ ≤ v + η. At equal GPU count we compare against colocated
+# synchronous RL, trying two generation/training splits.
+
+# %%
+t0 = time.time()
+areal = S.areal_sweep(True, 1, etas=(0, 1, 4, 16) if QUICK else S.ETAS)
+S.areal_figure(areal); print(f"{time.time() - t0:.1f} s")
+S.areal_best(areal)[["eta", "gen", "train", "speedup", "mean_staleness", "max_staleness", "over_eta"]]
+
+# %% [markdown]
+# `over_eta` is the fraction of trained samples whose staleness exceeds η: the rule bounds
+# how far generation runs *ahead* of the trainer (AReaL calls it head off-policyness), but a long
+# response admitted early finishes after later, shorter ones and can be older than η when used.
+
+# %% [markdown]
+# ## 5. ECHO-2: remote workers, dissemination latency, capacity model
+#
+# **Broadcast.** One-to-many from the learner's uplink: worker j has the model after j·M/b₀, so
+# D = N·M/b₀. Pipelined chain with chunks of c bytes: worker j after M/b + (j−1)c/b, so
+# D = M/b + (N−1)c/b (checked against a chunk-level store-and-forward simulation).
+#
+# **Capacity model (ours; the paper's equations were not retrievable).** With learner step time
+# T, decode tokens per batch B_tok, workers' saturated throughput Θ = Σθᵢ, dissemination D,
+# group latency L and staleness bound S: version k−S is published when step k−S−1 ends, reaches
+# the workers after D, a group is ready L later, and step k must start T before it ends, so
+# (S+1)·T_step ≥ T + D + L. Together with T_step ≥ B_tok/Θ and T_step ≥ T:
+#
+# $$T_{step} = \max\Big(T,\ \frac{B_{tok}}{\Theta},\ \frac{T + D + L}{S+1}\Big),\qquad U = T / T_{step}.$$
+#
+# This *bound model* ignores that groups finishing late are dropped for staleness and that a
+# worker loading weights does not generate. The *refined model* computes, by Monte Carlo over the
+# version clock, the fraction p(T_step) of groups fresh enough when used, and solves
+# B/T_step = p(T_step)·Θ·(1 − load/T_step)/E[group tokens] by bisection.
+
+# %%
+measured = S.echo_measured()
+pd.DataFrame(measured, index=["theta (tok/s)", "group latency L (s)"]).T.assign(
+    price_per_hour=[w.price_per_hour for w in echo.WORKER_TYPES.values()])
+
+# %%
+t0 = time.time()
+util = S.echo_utilisation_sweep(True, 1, measured, counts=(3, 9) if QUICK else None,
+                                bounds=(1, 8) if QUICK else None)
+cost = S.echo_cost(0, measured, True)
+S.echo_figure(util, cost); print(f"{time.time() - t0:.1f} s")
+m = util.groupby(["S", "workers"]).mean(numeric_only=True)
+print("mean |refined - simulated| =", round(float((m.refined - m.simulated).abs().mean()), 3),
+      "| mean |bound - simulated| =", round(float((m.bound - m.simulated).abs().mean()), 3))
+cost
+
+# %% [markdown]
+# **Provisioning rule**: sort workers by price per unit of throughput, activate them until
+# the (refined) model predicts U ≥ 0.95. The saving depends entirely on the price table, which is
+# an assumption (ballpark public rental prices), not ECHO-2's.
+
+# %% [markdown]
+# ## 6. WebGym-style agents: environment latency
+# Lock-step (naive): a batch of 64 episodes generates, waits for the slowest generation, steps
+# every environment, waits for the slowest environment, and starts the next batch after its
+# longest episode. Async: each episode runs on its own clock and is replaced when it ends.
+
+# %%
+t0 = time.time()
+web = S.webgym_sweep(True, 1, latencies=(1.0, 5.0, 30.0) if QUICK else None,
+                     episodes=96 if QUICK else None)
+S.webgym_figure(web); print(f"{time.time() - t0:.1f} s")
+
+# %% [markdown]
+# ## 7. Coupling to learning: stale rollouts on the prompt bank
+# The simulated staleness distribution of each η (and each ECHO-2 bound S) is fed into training:
+# every group of step k is sampled from policy version k − s, s drawn from that distribution,
+# with past logits kept in a ring buffer inside `lax.scan`. Naive PPO clips the ratio to the
+# behaviour policy; AReaL's decoupled PPO clips around the proximal policy (the parameters at the
+# start of the step) and reweights by π_prox/π_behav (`rlvr_lab.losses.decoupled_ppo`).
+#
+# APRIL's stale-prefix treatments (none / mask / TIS) need tokens whose continuation depends on
+# the prefix; the prompt bank has one-token answers, so they are left to the small-model
+# trainer.
+
+# %%
+t0 = time.time()
+etas = (0, 4, 8) if QUICK else S.LEARN_ETAS
+cfg = S.learning_config(True)
+wl = Workload(n_groups=32, group_size=8, prompt_len=512, lengths=S.TAILS[S.HEAVY[1]])
+probs = [learning.staleness_distribution(
+    run_async(0, wl, n_workers=3, train_gpus=1, steps=16, eta=e).staleness_counts(), S.RING)
+    for e in etas]
+import jax
+_, met = learning.train_grid(cfg, jax.random.key(0), 2 if QUICK else 8, np.stack(probs))
+acc = np.asarray(met["accuracy"]).mean(-1)     # mean over the run: [correction, eta, seed]
+fig, ax = subplots()
+for c, corr in enumerate(learning.CORRECTIONS):
+    ax.plot([str(e) for e in etas], acc[c].mean(-1), "o-", label=corr)
+ax.set(xlabel="η", ylabel="mean accuracy over the run", title="stale rollouts: naive vs decoupled PPO")
+ax.legend(); print(f"{time.time() - t0:.1f} s")
+
+# %% [markdown]
+# ## 8. The claims
+# `rlvr-lab run systems_april` (and `systems_areal`, `systems_echo`, `systems_webgym`,
+# `systems_staleness`) computes each paper claim with a stated criterion; a failing claim stays
+# failing with its reason. The full-mode table is in `figures/CLAIMS.md`.
+
+# %%
+from rlvr_lab import experiments as E
+if not QUICK:
+    for name in ["systems_april", "systems_areal", "systems_echo", "systems_webgym", "systems_staleness"]:
+        display(E.run(name).claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
+
+# %% [markdown]
+# ## 9. APRIL on the small model: what to do with the stale prefix
+# The simulator counts off-policy tokens; here APRIL runs for real on the tiny transformer
+# (`rlvr_lab.train.partial`, GRPO on arithmetic from the SFT base). Each step runs r·N groups
+# (r = 2; the FIFO buffer of unfinished groups first), stops when N groups are complete (lock-step
+# decoding: a response needing n more tokens finishes after n decode steps), and keeps every
+# unfinished response. Next step it is resumed as prompt + partial text under the new weights, so
+# its first tokens come from an older policy: they are flagged *stale* and keep the log-probs they
+# were sampled with. Three treatments of those tokens (`simulations/april_prefix.py`,
+# experiment `systems_april_prefix`):
+#
+# | treatment | what the trainer does with stale tokens | config |
+# |---|---|---|
+# | none | trains on them as if on-policy (original APRIL code) | default |
+# | mask | drops them from the loss | `mask_stale=True` |
+# | TIS | weights each token by min(π_train/π_behav, 2) | `rollout_correction="tis"` |
+#
+# One resumed response first: the part kept at the abort, then what the next round adds.
+
+# %%
+import jax
+from rlvr_lab.envs import tokenizer
+from rlvr_lab.train import partial, sequence
+from simulations import april_prefix as AP
+rl = AP.rl_config(True)
+trainer = sequence.Trainer(rl)
+drv = partial.Driver(partial.PartialConfig(rl, over_provision=2.0), trainer=trainer)
+state, buffers = drv.init(2)
+rows = []
+for step in range(2):   # two rounds under the SFT weights, to show the bookkeeping only
+    rounds = drv.rollout(jax.random.split(jax.random.key(step), 2), state.policy, buffers, step)
+    r = rounds[0]
+    for before, after in zip(r.running, r.after):
+        for g in range(rl.num_generations):
+            k, n = int(before.length[g]), int(after.length[g])
+            if step == 1 and 0 < k < n:
+                rows.append(dict(prompt=trainer.pool[before.problem].prompt,
+                                 kept_at_abort=tokenizer.decode(before.tokens[g, :k]),
+                                 added_after_resume=tokenizer.decode(after.tokens[g, k:n]),
+                                 versions=after.version[g, :n].tolist(),
+                                 trained_this_step=any(after is r.after[i] for i in r.batch)))
+    buffers = [r.buffer for r in rounds]
+pd.DataFrame(rows).head(6)
+
+# %% [markdown]
+# Training: synchronous GRPO vs APRIL with each treatment, same key (so seed s starts from
+# the same problems). Quick mode runs only synchronous vs APRIL-none for a few steps.
+
+# %%
+t0 = time.time()
+names = ("sync", "none") if QUICK else tuple(AP.TREATMENTS)
+runs = AP.run_treatments(rl, jax.random.key(0), 2 if QUICK else 4, names=names,
+                         trainer=trainer, stop_after=4 if QUICK else None)
+AP.figure(runs); print(f"{time.time() - t0:.1f} s")
+AP.summary(runs).groupby("treatment").mean(numeric_only=True)[
+    ["base_pass1", "final_pass1", "stale_token_frac", "resumed_group_frac", "lag_mean",
+     "stale_k3", "round_steps"]]
+
+# %% [markdown]
+# What to read off: with short arithmetic completions (4-14 tokens, no long tail) the
+# round is cut in the middle of most long responses, so nearly every trained group was resumed
+# once and well over the README's ~40% of trained tokens are stale — but they lag one version
+# only, and the mismatch they carry (k3 over stale tokens) is small, so TIS weights stay near 1.
+# The full experiment adds a staleness stress (prefixes resumed two steps later, not APRIL) and
+# the claims: `rlvr-lab run systems_april_prefix`.
+
+# %%
+if not QUICK:
+    display(E.run("systems_april_prefix").claims_frame()[
+        ["claim", "measured", "criterion", "verdict", "reason"]])
