@@ -22,7 +22,20 @@
 # (the exact tabular setting), then trains with the jitted trainer and runs one experiment with
 # its claims.
 #
-# Set `RLVR_LAB_QUICK=1` for small settings (the test suite does).
+# For a prompt with $G$ rollouts and rewards $r_1, \dots, r_G$, GRPO (arXiv:2402.03300) gives
+# rollout $i$ the advantage
+#
+# $$A_i = \frac{r_i - \bar r}{\operatorname{std}(r) + \epsilon}, \qquad
+# \bar r = \frac1G \sum_j r_j,$$
+#
+# and maximises the PPO-clipped surrogate
+# $\min\big(\rho_t A_i,\ \operatorname{clip}(\rho_t, 1-\varepsilon, 1+\varepsilon) A_i\big)$ with
+# $\rho_t = \pi_\theta(y_t \mid \cdot)/\pi_{old}(y_t \mid \cdot)$ for every token $t$ of the rollout.
+#
+# **Quick mode.** The first code cell sets `QUICK`: `RLVR_LAB_QUICK=1` (the committed outputs,
+# the test suite) runs small settings in about a minute; unset or `0` runs the full settings
+# (several minutes). Nothing here writes into the repository: files go to
+# `rlvr_lab.io.output_dir()` (`$RLVR_LAB_OUTPUT`, default `~/.rlvr_lab/output`).
 
 # %%
 # Install cell: only needed outside a checkout where rlvr_lab is not installed yet.
@@ -31,32 +44,39 @@ if importlib.util.find_spec("rlvr_lab") is None:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", ".."], check=True)
 
 # %%
-import os
+from rlvr_lab.io import output_dir, quick_mode
+QUICK = quick_mode()
+OUT = output_dir() / "00_quickstart"
+
 import jax, jax.numpy as jnp, numpy as np
-import matplotlib.pyplot as plt
 from rlvr_lab import advantages, losses, metrics, plotting
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
-from rlvr_lab.models import tabular
 from rlvr_lab.train import rollout
 from rlvr_lab.train.bandit import BanditConfig, train_seeds, metrics_frame
-QUICK = os.environ.get("RLVR_LAB_QUICK") == "1"
-print("quick mode" if QUICK else "full mode", "| devices:", jax.devices())
+print("quick mode" if QUICK else "full mode", "| output:", OUT, "| devices:", jax.devices())
 
 # %% [markdown]
 # ## 1. The environment: a prompt bank
-# K prompts, each a softmax policy over V answers with a set of correct answers. The initial
-# success probabilities are drawn from a Beta law, so the bank mixes easy and hard prompts.
+# $K$ prompts, each a softmax policy $\pi_k = \operatorname{softmax}(z_k)$ over $V$ answers with a
+# set $C_k$ of correct answers; its success probability is $p_k = \sum_{a \in C_k} \pi_k(a)$.
+# The initial $p_k$ are drawn from a Beta law, so the bank mixes easy and hard prompts.
 
 # %%
 bank_cfg = PromptBankConfig(num_prompts=64, vocab_size=16, difficulty_a=1.0, difficulty_b=3.0)
 bank = prompt_bank.make_bank(bank_cfg)
 p0 = prompt_bank.success_probability(bank.logits0, bank.correct)
 print("mean initial success probability:", float(p0.mean()))
-plt.hist(np.asarray(p0), bins=20); plt.xlabel("initial success probability p"); plt.ylabel("prompts");
+fig, ax = plotting.subplots(figsize=(5, 3))
+ax.hist(np.asarray(p0), bins=20)
+ax.set(xlabel="initial success probability $p_k$", ylabel="prompts",
+       title=f"{bank_cfg.num_prompts} prompts, p ~ Beta(1, 3)");
 
 # %% [markdown]
-# ## 2. One step by hand: sample → reward → advantage → loss
+# ## 2. One step by hand: sample → reward → advantage
+# Dr.GRPO (arXiv:2503.20783) drops the std: $A_i = r_i - \bar r$; RLOO uses the mean of the
+# *other* rollouts, $A_i = r_i - \frac{1}{G-1}\sum_{j \ne i} r_j = \frac{G}{G-1}(r_i - \bar r)$.
+# A group whose rewards are all equal gets $A = 0$ under all three: it teaches nothing.
 
 # %%
 key = jax.random.key(0)
@@ -65,12 +85,58 @@ print("rewards of 8 prompts x 8 rollouts:\n", np.asarray(batch.rewards))
 for name in ["grpo", "dr_grpo", "rloo"]:
     adv = advantages.get(name)(batch.rewards, batch.mask)
     print(f"{name:8s} first group:", np.round(np.asarray(adv[0]), 3))
-adv = advantages.grpo(batch.rewards)
-token_loss = losses.ppo_clip(batch.behav_log_prob, batch.behav_log_prob, adv, epsilon=0.2)
-for mode in losses.AGG_MODES:
-    print(f"{mode:25s}", float(losses.aggregate(token_loss, batch.mask, mode)))
+all_equal = np.asarray((batch.rewards == batch.rewards[:, :1]).all(-1))
+print("groups with all-equal rewards (zero advantage):", int(all_equal.sum()), "of 8")
 
 # %% [markdown]
+# ## 3. Loss aggregation: where the four modes differ
+# In the bank every answer is a single token, so the four `loss_agg_mode`s of verl/TRL agree.
+# They differ on responses of different lengths $L_i$. With per-token losses $\ell_{i,t}$ and
+# $B$ responses padded to length $T$:
+#
+# | mode | loss | weight of response $i$ |
+# |---|---|---|
+# | `token-mean` (DAPO) | $\sum_{i,t} \ell_{i,t} / \sum_i L_i$ | $\propto L_i$ |
+# | `seq-mean-token-mean` (original GRPO) | $\frac1B \sum_i \frac{1}{L_i}\sum_t \ell_{i,t}$ | $1/B$ |
+# | `seq-mean-token-sum` | $\frac1B \sum_i \sum_t \ell_{i,t}$ | $L_i / B$ |
+# | `seq-mean-token-sum-norm` (Dr.GRPO) | $\sum_{i,t} \ell_{i,t} / (B T)$ | $L_i / (BT)$ |
+#
+# Four responses to one prompt, two correct (short and long) and two wrong (short and long);
+# at the first PPO epoch $\rho = 1$, so each token's loss is $-A_i$. The weights below are the
+# gradients of `losses.aggregate` with respect to each token's loss, summed per response.
+
+# %%
+lengths = np.array([3, 12, 4, 16])
+rewards = jnp.array([[1.0, 1.0, 0.0, 0.0]])
+adv = advantages.grpo(rewards)[0]
+T = int(lengths.max())
+mask = jnp.arange(T)[None, :] < jnp.asarray(lengths)[:, None]
+token_loss = losses.ppo_clip(jnp.zeros((4, T)), jnp.zeros((4, T)),
+                             jnp.broadcast_to(adv[:, None], (4, T)), epsilon=0.2)
+weights, values = {}, {}
+for mode in losses.AGG_MODES:
+    agg = lambda tl, mode=mode: losses.aggregate(tl, mask, mode)
+    values[mode] = float(agg(token_loss))
+    weights[mode] = np.asarray(jax.grad(agg)(token_loss).sum(-1))
+    print(f"{mode:25s} loss {values[mode]:+.4f}   response weights {np.round(weights[mode], 3)}")
+
+fig, ax = plotting.subplots(figsize=(7, 3.2))
+width = 0.2
+labels = [f"{'correct' if r else 'wrong'}, L={n}" for r, n in zip(np.asarray(rewards[0]), lengths)]
+for j, mode in enumerate(losses.AGG_MODES):
+    ax.bar(np.arange(4) + (j - 1.5) * width, weights[mode], width, label=mode)
+ax.set_xticks(np.arange(4), labels)
+ax.set(ylabel="weight of the response\nin the loss gradient",
+       title="same rollouts, four aggregation modes")
+ax.legend(ncols=2, loc="upper left");
+
+# %% [markdown]
+# `seq-mean-token-mean` gives each response the same total weight, so each token of a long
+# response counts less: a long *wrong* answer is penalised less per token than a short one,
+# the length bias Dr.GRPO points out. `token-mean` and the two token-sum modes weigh a response
+# by its length; `seq-mean-token-sum-norm` divides by a constant ($BT$) instead of the batch's
+# token count, so a step's size does not depend on how long this batch's answers happened to be.
+#
 # The bank gives the **exact** policy gradient, so an estimator can be checked against it:
 # the RLOO baseline is unbiased, the group mean (Dr.GRPO) shrinks the gradient by (G−1)/G.
 
@@ -82,35 +148,113 @@ print("pass@k of the initial policy (population):",
 print("unbiased estimator from 16 samples with 4 correct, k=4:", float(metrics.pass_at_k(16, 4, 4)))
 
 # %% [markdown]
-# ## 3. The jitted trainer
+# ## 4. The jitted trainer
 # `make_train(config) -> train(key)` runs the whole loop in `lax.scan`; `train_seeds` is
 # `jit(vmap(train))` over seeds (sharded over devices when there are several). Change one
-# number — the group size, ε, the estimator — and rerun.
+# number — the group size, ε, the estimator, the optimiser — and rerun. Below, GRPO and
+# Dr.GRPO with Adam (left) and with plain SGD (right); the bands are 95% intervals over seeds.
 
 # %%
 cfg = BanditConfig(bank=bank_cfg, num_steps=30 if QUICK else 150, batch_size=32,
                    num_generations=8, num_iterations=2, num_minibatches=4, learning_rate=0.05)
-fig, ax = plotting.subplots()
-for name, c in {"GRPO": cfg, "Dr.GRPO": cfg.replace(advantage="dr_grpo"),
-                "GRPO G=2": cfg.replace(num_generations=2)}.items():
-    _, m = train_seeds(c, jax.random.key(1), 4 if QUICK else 16)
-    plotting.band(ax, np.arange(c.num_steps), np.asarray(m["accuracy"]), label=name)
-ax.set(xlabel="step", ylabel="mean success probability"); ax.legend();
-metrics_frame(m, algorithm="GRPO G=2").head()
+sgd = cfg.replace(optimizer="sgd", learning_rate=4.0)
+runs = {("Adam", "GRPO"): cfg, ("Adam", "Dr.GRPO"): cfg.replace(advantage="dr_grpo"),
+        ("Adam", "GRPO G=2"): cfg.replace(num_generations=2),
+        ("SGD", "GRPO"): sgd, ("SGD", "Dr.GRPO"): sgd.replace(advantage="dr_grpo")}
+acc, mets = {}, {}
+for (opt, name), c in runs.items():
+    _, mets[opt, name] = train_seeds(c, jax.random.key(1), 4 if QUICK else 16)
+    acc[opt, name] = np.asarray(mets[opt, name]["accuracy"])
+
+fig, axes = plotting.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+for ax, opt in zip(axes, ("Adam", "SGD")):
+    for (o, name), a in acc.items():
+        if o == opt:
+            plotting.band(ax, np.arange(cfg.num_steps), a, label=name)
+    ax.set(xlabel="step", title=f"{opt} (lr {runs[opt, 'GRPO'].learning_rate})")
+    ax.legend()
+axes[0].set_ylabel("mean success probability")
+for opt in ("Adam", "SGD"):
+    gap = np.abs(acc[opt, "GRPO"] - acc[opt, "Dr.GRPO"]).max()
+    print(f"{opt}: largest |GRPO - Dr.GRPO| over steps and seeds = {gap:.4f}")
 
 # %% [markdown]
-# ## 4. An experiment and its claims
-# Experiments live in `simulations/` (one module per paper). `run` writes figures and a result
-# file (quick mode under `figures/quick/`) and returns the computed claims; a rerun with the
-# same configuration and code reuses the stored result.
+# **Why GRPO and Dr.GRPO nearly coincide under Adam.** The two differ only by GRPO's factor
+# $1/(\operatorname{std}_k + \epsilon)$, one positive constant per group. Adam's step for a
+# parameter is $\hat m / (\sqrt{\hat v} + \epsilon)$, which does not change when every gradient of
+# that parameter is multiplied by the same constant. In the bank each prompt owns its logits,
+# so a group's factor only rescales its own prompt's coordinates and Adam divides it out. It
+# does not cancel *exactly* (the printed gap is not 0): a prompt's std changes from step to
+# step as its success probability moves, and Adam's moving averages mix gradients from steps
+# with different factors. Under SGD nothing divides the factor out and GRPO takes larger steps
+# on prompts whose rewards barely vary (success probability near 0 or 1), so the curves part.
+# In a network, parameters are shared by all prompts: one coordinate's gradient sums groups
+# with *different* factors, Adam cannot remove them, and GRPO and Dr.GRPO differ in general.
 
 # %%
+metrics_frame(mets["Adam", "GRPO G=2"], algorithm="GRPO G=2").head()
+
+# %% [markdown]
+# ## 5. An experiment and its claims
+# Experiments live in `simulations/` (one module per paper). `run` writes figures and a result
+# file into `out_dir` and returns the computed claims; a rerun with the same configuration and
+# code reuses the stored result. From a shell: `rlvr-lab run grpo_family --quick`.
+
+# %%
+import matplotlib.pyplot as plt
 from rlvr_lab import experiments
-result = experiments.run("grpo_family", quick=QUICK)
+result = experiments.run("grpo_family", quick=QUICK, out_dir=OUT)
+plt.close("all")  # the experiment's figures are shown from their saved PNGs below
 result.claims_frame()[["claim", "measured", "criterion", "verdict"]]
 
 # %%
 from IPython.display import Image, display
-out = experiments.default_out_dir(QUICK)
 for name in result.figures:
-    display(Image(filename=str(out / f"{name}.png")))
+    display(Image(filename=str(OUT / f"{name}.png"), width=720))
+
+# %% [markdown]
+# ## Exercises
+#
+# **1.** With $G$ rollouts and success probability $p$, a group is all-equal (zero advantage)
+# with probability $p^G + (1-p)^G$. For the initial bank, how much of the batch is wasted at
+# $G = 2$, $8$ and $32$? Check one value by sampling with `rollout.generate`.
+#
+# <details><summary>Solution</summary>
+#
+# ```python
+# p = np.asarray(p0)
+# for g in (2, 8, 32):
+#     print(g, float(np.mean(p**g + (1 - p)**g)))
+# b = rollout.generate(jax.random.key(5), bank.logits0, bank, prompts=jnp.arange(64),
+#                      num_samples=8)
+# print("sampled, G=8:", float((b.rewards == b.rewards[:, :1]).all(-1).mean()))
+# ```
+# At $G = 2$ about two thirds of the groups carry no signal for this hard bank; the fraction
+# falls with $G$ but stays large for the hardest prompts ($p \ll 1/G$).
+# </details>
+#
+# **2.** In section 3, make the long *wrong* response twice as long (`lengths = [3, 12, 4, 32]`).
+# Which modes change the weight of the short wrong response, and why?
+#
+# <details><summary>Solution</summary>
+#
+# `token-mean` divides by the total token count, which grows, so *every* response's weight
+# changes; `seq-mean-token-sum-norm` divides by $B T$ with the padded length $T$, which also
+# grows. `seq-mean-token-mean` and `seq-mean-token-sum` leave the short wrong response
+# unchanged: its weight depends only on its own length and on $B$.
+# </details>
+#
+# **3.** Rerun section 4 with `scale_rewards="batch"` (one std for the whole batch instead of
+# one per group). Do GRPO and Dr.GRPO still coincide under Adam? Under SGD?
+#
+# <details><summary>Solution</summary>
+#
+# ```python
+# c = cfg.replace(scale_rewards="batch")
+# a = np.asarray(train_seeds(c, jax.random.key(1), 4)[1]["accuracy"])
+# print(np.abs(a - acc["Adam", "Dr.GRPO"]).max())
+# ```
+# Under Adam: yes, again up to a small gap — the batch std is one constant per step for every
+# parameter, the rescaling Adam is invariant to. Under SGD the batch std acts as a
+# step-dependent learning rate, so the curves differ, but every prompt is scaled alike.
+# </details>

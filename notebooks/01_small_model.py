@@ -24,11 +24,14 @@
 # `losses.aggregate(..., "token-mean")`).
 #
 # It calls the same functions as `simulations/tiny_grpo.py` (`rlvr-lab run tiny_grpo`), so the
-# curves agree with `figures/tiny_grpo_curves.png`. Set `RLVR_LAB_QUICK=1` for a fast run.
+# curves agree with the committed full run (`figures/tiny_grpo_curves.png`). The outputs below
+# are from quick mode (`RLVR_LAB_QUICK=1`, a fast run).
 
 # %%
+from rlvr_lab.io import quick_mode
+QUICK = quick_mode()
+
 import dataclasses
-import os
 
 import jax
 import numpy as np
@@ -37,9 +40,9 @@ import pandas as pd
 from rlvr_lab.envs import arithmetic, countdown, tasks, tokenizer
 from rlvr_lab.models import transformer
 from rlvr_lab.train import sequence, sft
+from rlvr_lab import plotting
 from simulations import tiny_grpo as TG
 
-QUICK = bool(os.environ.get("RLVR_LAB_QUICK"))
 pd.set_option("display.width", 120)
 
 # %% [markdown]
@@ -98,7 +101,12 @@ TG.samples_table(base, base_cfg, heldout, jax.random.key(3))
 # PPO-clip (on-policy: one update per batch), token-mean aggregation, no KL, Adam with a short
 # warm-up. All seeds run at once (`vmap` over a leading seed axis); the verifier runs on the host
 # between the jitted rollout and update. Held-out problems are evaluated every `eval_every`
-# steps.
+# steps. With $G$ responses $y_i$ to a prompt, advantages $A_i$ (section 1 of the quick start)
+# and per-token ratios $\rho_{i,t} = \pi_\theta(y_{i,t} \mid \cdot)/\pi_{old}(y_{i,t} \mid \cdot)$,
+# token-mean aggregation minimises
+#
+# $$\mathcal{L}(\theta) = -\frac{1}{\sum_i |y_i|} \sum_i \sum_{t=1}^{|y_i|}
+# \min\big(\rho_{i,t} A_i,\ \operatorname{clip}(\rho_{i,t}, 1-\varepsilon, 1+\varepsilon)\,A_i\big).$$
 
 # %%
 config = TG.rl_config(quick=True)
@@ -108,7 +116,32 @@ if QUICK:
     seeds = 2
 run, trainer = TG.run_study(config, jax.random.key(0), seeds)
 print(f"{run.steps_done} steps x {seeds} seeds in {run.seconds:.0f} s")
-fig = TG.plot(run, config)
+
+# %% [markdown]
+# The key picture, built here from the run's evaluations (`run.evals["pass_at"]`: evaluation x
+# seed x k) and its training history: held-out pass@k against RL steps, the whole pass@k curve
+# before and after, and how many groups carried no signal (all rewards equal).
+
+# %%
+pa = np.asarray(run.evals["pass_at"])
+steps, kmax = np.asarray(run.evals["step"]), pa.shape[2]
+fig, axes = plotting.subplots(1, 3, figsize=(13, 3.6))
+plotting.band(axes[0], steps, pa[:, :, 0].T, label="pass@1")
+plotting.band(axes[0], steps, pa[:, :, kmax - 1].T, label=f"pass@{kmax}")
+axes[0].set(xlabel="RL step", ylabel="held-out pass@k", title="during GRPO (95% CI)")
+axes[0].axhline(pa[0, :, 0].mean(), color="k", lw=0.8, ls=":", label="SFT base pass@1")
+axes[0].legend()
+ks = np.arange(1, kmax + 1)
+plotting.band(axes[1], ks, pa[0], label="SFT base")
+plotting.band(axes[1], ks, pa[-1], label=f"after {run.steps_done} GRPO steps")
+axes[1].set(xscale="log", xlabel="k", ylabel="held-out pass@k", title="pass@k curve")
+axes[1].set_xscale("log", base=2)
+axes[1].legend()
+plotting.band(axes[2], np.arange(run.steps_done), np.asarray(run.history["zero_adv_frac"]).T,
+              label="zero-advantage groups")
+axes[2].set(xlabel="RL step", ylabel="fraction of groups", ylim=(0, 1),
+            title="groups without learning signal")
+fig.tight_layout()
 
 # %%
 g = TG.gains(run)
@@ -127,3 +160,55 @@ TG.samples_table(TG.seed_policy(run, 0), base_cfg, heldout, jax.random.key(3))
 # k (does RL *narrow* the set of problems the model can solve, as Yue et al. 2025 argue, or
 # widen it?). See `figures/CLAIMS.md` for the numbers of the committed full run; at this scale
 # and budget a null or negative result is a legitimate outcome and is reported as such.
+#
+# Held-out pass@k is estimated from $n$ samples per problem of which $c$ are correct with the
+# unbiased estimator $\widehat{\text{pass@}k} = 1 - \binom{n-c}{k}\big/\binom{n}{k}$ (Chen et al.
+# 2021, arXiv:2107.03374), averaged over problems.
+#
+# ## Exercises
+#
+# **1.** Verify the multi-level reward on your own strings: which of `"231>132"`, `"23>132"` and
+# `"231>13"` are well-formatted for 47 + 85, and what reward does each get?
+#
+# <details><summary>Solution</summary>
+#
+# ```python
+# p = arithmetic.make_problem(47, 85)
+# for text in ["231>132", "23>132", "231>13"]:
+#     v = tasks.verify(p, text)
+#     print(text, v.correct, v.format_ok, tasks.reward(v, "multi"))
+# ```
+# `231>132`: correct and well formatted, reward 2.0 (0.5 format + 1.5 correctness); `23>132`:
+# right answer after a malformed worked sum, 1.5; `231>13`: wrong answer, and the verifier does
+# not accept its format either, 0. The reward is what the verifier's own
+# parser says, never `eval`.
+# </details>
+#
+# **2.** Show that the unbiased pass@k estimator equals the probability that $k$ samples drawn
+# *without replacement* from the $n$ contain at least one correct one, and check
+# `metrics.pass_at_k(16, 4, 4)` by brute force.
+#
+# <details><summary>Solution</summary>
+#
+# All $k$ draws are wrong with probability $\binom{n-c}{k}/\binom{n}{k}$ (choose $k$ of the
+# $n - c$ wrong ones among all $k$-subsets), hence the formula.
+#
+# ```python
+# import itertools
+# from rlvr_lab import metrics
+# samples = [1] * 4 + [0] * 12
+# subsets = list(itertools.combinations(range(16), 4))
+# print(sum(any(samples[i] for i in s) for s in subsets) / len(subsets),
+#       float(metrics.pass_at_k(16, 4, 4)))
+# ```
+# </details>
+#
+# **3.** The right panel above counts groups whose G = 8 rewards are all equal. What does such
+# a group contribute to the GRPO gradient, and how would a larger G change the fraction for a
+# problem the model solves with probability 0.9?
+#
+# <details><summary>Solution</summary>
+#
+# Nothing: all its advantages are 0. The fraction for one problem is $p^G + (1-p)^G$:
+# $0.9^8 + 0.1^8 \approx 0.43$ at G = 8, $0.9^{16} \approx 0.19$ at G = 16.
+# </details>

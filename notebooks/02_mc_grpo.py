@@ -16,45 +16,51 @@
 # %% [markdown]
 # # MC-GRPO: when does a median baseline help?
 #
-# MC-GRPO (PAPERS.md section 1) replaces GRPO's group-mean baseline by the **median of G+1
-# rollouts**; the rollout that *is* the median (the *pivot*, first index if tied) is dropped, so
+# MC-GRPO (code `lotusroot-kim/MC-GRPO`) replaces GRPO's group-mean baseline by the **median of
+# G+1 rollouts**,
+#
+# $$A_i = \frac{r_i - \operatorname{med}(r_1, \dots, r_{G+1})}{s + \epsilon}, \qquad
+# s = \operatorname{MAD} = \operatorname{med}_j |r_j - \operatorname{med}(r)| \ \text{(authors' code)};$$
+#
+# the rollout that *is* the median (the *pivot*, first index if tied) is dropped, so
 # G rollouts are backpropagated, as in plain G-rollout GRPO. The paper's argument: with few
 # rollouts the mean baseline is noisy and **flips advantage signs** — a rollout better than
 # average gets a negative advantage, or the reverse.
 #
 # This notebook checks that argument exactly, maps where it holds, and trains on the prompt bank.
 # Everything calls the same functions as `simulations/mc_grpo.py` (`rlvr-lab run mc_grpo_sign_flip`,
-# `mc_grpo_training`, `mc_grpo_mad_pitfall`), so the figures agree with `figures/`.
-# Set `RLVR_LAB_QUICK=1` for a fast, smaller run.
+# `mc_grpo_training`, `mc_grpo_mad_pitfall`); the committed figures of the full run come from
+# there. The outputs below are from quick mode (`RLVR_LAB_QUICK=1`).
 #
-# **Definitions** (`rlvr_lab.theory.sign_flip`). True advantage `r - ref` (ref = population mean
+# **Definitions** (`rlvr_lab.papers.mc_grpo.sign_flip`). True advantage `r - ref` (ref = population mean
 # by default; population median and an independent large-G group mean are options). A **flip**:
 # the estimated advantage `r - b` has the strict opposite sign. A **zeroing**: `r - b = 0` while
 # `r - ref != 0` (the rollout carries signal but is not used).
 
 # %%
-import os
+from rlvr_lab.io import quick_mode
+QUICK = quick_mode()
+
 import jax
 import numpy as np
 import pandas as pd
 import matplotlib.pyplot as plt
 
-from rlvr_lab import theory
-from rlvr_lab.theory import sign_flip as sf
+from rlvr_lab import plotting
+from rlvr_lab.papers.mc_grpo import sign_flip as sf
 from simulations import mc_grpo as M
 
-QUICK = bool(os.environ.get("RLVR_LAB_QUICK"))
 key = jax.random.key(0)
 pd.set_option("display.precision", 4)
 
 # %% [markdown]
-# ## 1. The quick check of PAPERS.md, exactly
+# ## 1. The paper's worked example, exactly
 #
 # Rewards {0, 1.5, 2} (wrong, well-formatted but wrong, correct — the levels of the authors' code)
 # with probabilities (0.3, 0.2, 0.5). `sign_flip_probability` enumerates the multinomial *counts*
 # of a group (not the 3^n sequences) in float64; `tests/test_sign_flip.py` checks it against a
-# brute-force loop over every sequence with exact rational baselines. PAPERS.md lists
-# mean/median 0.100/0.075, 0.066/0.078, 0.055/0.081 for G = 2, 4, 8.
+# brute-force loop over every sequence with exact rational baselines. The paper's worked example
+# lists mean/median 0.100/0.075, 0.066/0.078, 0.055/0.081 for G = 2, 4, 8.
 
 # %%
 v, p = M.PAPER_LAW
@@ -68,8 +74,8 @@ for g in (2, 4, 8):
 pd.DataFrame(rows)
 
 # %% [markdown]
-# The exact values reproduce PAPERS.md at G = 2 and 8; at G = 4 the mean baseline's flip
-# probability is **0.0670** exactly (PAPERS.md's 0.066 is a rounding or Monte Carlo artefact). The
+# The exact values reproduce the paper's at G = 2 and 8; at G = 4 the mean baseline's flip
+# probability is **0.0670** exactly (the paper's 0.066 is a rounding or Monte Carlo artefact). The
 # median already loses at G = 4 for this law — and at every G it **zeroes** far more rollouts
 # (every rollout tied with the median gets A = 0).
 #
@@ -82,6 +88,36 @@ mc = sf.sign_flip_monte_carlo(jax.random.key(1), law.sample, 4, baseline="median
                               law_mean=law.mean, num_groups=1 << (12 if QUICK else 16))
 exact = sf.sign_flip_probability(v, p, 4, baseline="median")
 print(f"median, G=4: exact {exact:.4f}, Monte Carlo {mc.flip:.4f} +- {mc.flip_half_width:.4f}")
+
+# %% [markdown]
+# **Try it.** The exact flip and zeroing probabilities are instant, so they can follow a slider:
+# move the probabilities of the "formatted but wrong" (1.5) and "correct" (2) levels, the rest
+# is 0. (The sliders need a live kernel with ipywidgets; the saved notebook shows the default
+# law, the paper-like one.)
+
+# %%
+def flip_vs_group_size(p_format=0.2, p_correct=0.5, levels="0, 1.5, 2"):
+    values = tuple(float(x) for x in levels.split(","))
+    p_correct = min(p_correct, 1.0 - p_format)  # keep the three probabilities a law
+    probs = (1.0 - p_format - p_correct, p_format, p_correct)
+    gs = np.arange(2, 17)
+    rows = {name: [sf.flip_statistics(values, probs, int(g) + extra, baseline=base)
+                   for g in gs] for name, (base, extra) in M.ESTIMATORS.items()}
+    fig, axes = plotting.subplots(1, 2, figsize=(9, 3.4), sharex=True)
+    for name, stats in rows.items():
+        axes[0].plot(gs, [s.flip for s in stats], "o-", ms=3, label=name)
+        axes[1].plot(gs, [s.zero for s in stats], "o-", ms=3, label=name)
+    axes[0].set(xlabel="G (rollouts in the loss)", ylabel="P(sign flip) per rollout",
+                title=f"rewards {{{levels}}}, probs ({probs[0]:.2f}, {p_format:.2f}, "
+                      f"{p_correct:.2f})")
+    axes[1].set(xlabel="G (rollouts in the loss)", ylabel="P(zeroed) per rollout",
+                title="rollouts with signal but A = 0")
+    axes[0].legend()
+    return fig
+
+
+plotting.interactive(flip_vs_group_size, p_format=(0.0, 1.0, 0.05),
+                     p_correct=(0.0, 1.0, 0.05), levels=["0, 1.5, 2", "0, 1, 2", "0, 1, 10"])
 
 # %% [markdown]
 # ## 2. The map: which reward laws, which G
@@ -97,8 +133,28 @@ table = M.flip_table(jax.random.key(2), M.map_laws(),
                      num_groups=1 << (11 if QUICK else 16))
 fig = M.plot_median_map(table)
 
+# %% [markdown]
+# The key picture, drawn here from `table`: flip probability against G for four of the laws,
+# the three ways of spending a group side by side (bands: Monte Carlo 95% CI; exact laws have
+# none). `M.plot_flip_curves(table)` draws all twelve.
+
 # %%
-fig = M.plot_flip_curves(table)
+t = table[table.reference == "mean"]
+shown = ["{0,1.5,2} (.3,.2,.5) paper-like", "outlier {0,1,10} (.5,.45,.05)",
+         "Bern(.5)+0.3 t2 heavy noise", "lognormal s=1 skewed"]
+fig, axes = plotting.subplots(1, 4, figsize=(13, 3.4), sharex=True)
+for ax, law in zip(axes, shown):
+    for est in M.ESTIMATORS:
+        d = t[(t.law == law) & (t.estimator == est)].sort_values("G")
+        line, = ax.plot(d.G, d.flip, marker="o", ms=3, label=est)
+        ax.fill_between(d.G, d.flip - d.flip_hw, d.flip + d.flip_hw, color=line.get_color(),
+                        alpha=0.25, lw=0)
+    ax.set(xscale="log", xlabel="G", title=law)
+    ax.set_xticks(M.GROUP_SIZES, [str(g) for g in M.GROUP_SIZES])
+axes[0].set_ylabel("P(sign flip) per rollout")
+axes[0].legend()
+fig.suptitle("Median (G+1) vs mean baselines: fewer flips only for outliers, heavy tails, tiny G")
+fig.tight_layout()
 
 # %% [markdown]
 # How often does the median win? Counting the (law, G) cells where the flip gain is
@@ -174,7 +230,7 @@ fig = M.plot_simplex(simplex)
 # Prompt bank, 64 prompts × 16 answers, initial success probability ~ Beta(1, 3); rewards
 # {0, 1.5, 2} as above. Adam, 2 PPO epochs per generation (as the paper's recipe), clip 0.2.
 # **GRPO** uses G rollouts (std scale); **MC-GRPO** samples G+1 (scales mad — the authors'
-# code —, std, none) and drops the pivot; **GRPO G+1 drop 1** (`rlvr_lab.mc_baselines`) samples
+# code —, std, none) and drops the pivot; **GRPO G+1 drop 1** (`rlvr_lab.papers.mc_grpo.estimators`) samples
 # G+1, uses their mean and drops one. All backpropagate G rollouts per prompt.
 
 # %%
@@ -251,8 +307,48 @@ fig = M.plot_pitfall(first, curves)
 # ## Closing notes
 #
 # * The claims (`flip_reduction_g2`, `g2_matches_g8_within_1pct`, `mc_grpo_improves_g2`,
-#   `mad_binary_one_over_eps`) are computed by the experiments and collected in
-#   `figures/claims.csv`; a failing claim there is a result about this toy setting, with its
-#   reason.
+#   `mad_binary_one_over_eps`) are computed by the experiments (`rlvr-lab run mc_grpo_training`)
+#   and collected in the claims table of the full run (`figures/CLAIMS.md`); a failing claim there
+#   is a result about this toy setting, with its reason.
 # * The small-model (tiny transformer) repeat of the training study was **not done** in this
 #   round: the bandit study, the exact theory and the map came first.
+
+# %% [markdown]
+# ## Exercises
+#
+# **1.** Show, with the slider or `sf.flip_statistics`, that with binary rewards neither baseline
+# ever flips a sign, and explain why in one line.
+#
+# <details><summary>Solution</summary>
+#
+# ```python
+# for g in (2, 4, 8):
+#     print(g, sf.flip_statistics((0.0, 1.0), (0.6, 0.4), g).flip,
+#           sf.flip_statistics((0.0, 1.0), (0.6, 0.4), g, baseline="median").flip)
+# ```
+# Both print 0: any baseline $b$ computed from 0/1 rewards lies in $[0, 1]$, so $1 - b \ge 0$ and
+# $0 - b \le 0$, the signs of the true advantages $1 - p > 0$ and $-p < 0$. The median only
+# *zeroes* more rollouts (every rollout equal to the median gets $A = 0$).
+# </details>
+#
+# **2.** For the outlier law {0, 1, 10} with probabilities (0.5, 0.45, 0.05), why does the median's
+# advantage *grow* with G while for the paper-like law it shrinks?
+#
+# <details><summary>Solution</summary>
+#
+# The population mean is $0.45 + 0.5 = 0.95 < 1$, so a reward of 1 has a positive true
+# advantage. A group mean is pulled above 1 whenever one 10 is in the group, which becomes
+# *more* likely with G ($1 - 0.95^G$): the 1s then get negative advantages. The median ignores
+# the 10. For the paper-like law the group mean converges to $E[r]$ while the median sticks to
+# a reward level, so the mean wins at large G.
+# </details>
+#
+# **3.** The `mad` scale divides by the MAD. For a group of $G + 1 = 3$ binary rewards, what is
+# the MAD and what advantage does the minority rollout get with $\epsilon = 10^{-3}$?
+#
+# <details><summary>Solution</summary>
+#
+# With rewards (0, 0, 1) the median is 0 and the absolute deviations are (0, 0, 1), whose
+# median is 0: MAD = 0, so the minority rollout gets $A = 1/\epsilon = 1000$ and the others 0
+# (claim `mad_binary_one_over_eps`; section 4).
+# </details>

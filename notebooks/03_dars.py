@@ -16,8 +16,8 @@
 # %% [markdown]
 # # DARS and DARS-B: depth, breadth and pass@k on the prompt bank
 #
-# *Paper:* "Depth-Breadth Synergy in RLVR" (DARS / DARS-B; code `yangzhch6/DARS`;
-# `PAPERS.md` section 2). Two claims about GRPO-style training:
+# *Paper:* "Depth-Breadth Synergy in RLVR" (DARS / DARS-B; code `yangzhch6/DARS`). Two claims
+# about GRPO-style training:
 #
 # * **Depth.** The cumulative advantage $\sum_i |A_i|$ of a group of $N$ binary rollouts at
 #   accuracy $a$ is $2N a(1-a)$ (no std scaling) or $2N\sqrt{a(1-a)}$ (std scaling): it peaks
@@ -27,20 +27,23 @@
 #   mini-batches raises pass@1 and keeps entropy higher. **DARS-B** combines both.
 #
 # Every figure below comes from the same functions as `rlvr-lab run dars_theory` /
-# `dars_study` (`simulations/dars.py`). Set `RLVR_LAB_QUICK=1` for the small settings.
+# `dars_study` (`simulations/dars.py`). The outputs below are from quick mode
+# (`RLVR_LAB_QUICK=1`).
 
 # %%
-import os
+from rlvr_lab.io import quick_mode
+QUICK = quick_mode()
+
 import jax
 import numpy as np
 import pandas as pd
 
 from rlvr_lab import allocation, theory
 from rlvr_lab.envs import prompt_bank
-from rlvr_lab.train import dars as dars_stage
+from rlvr_lab.papers.dars import stage as dars_stage
+from rlvr_lab import plotting
 from simulations import dars as D
 
-QUICK = bool(os.environ.get("RLVR_LAB_QUICK"))
 SEEDS = 4 if QUICK else 16
 pd.set_option("display.width", 200)
 print("quick" if QUICK else "full", "mode,", SEEDS, "seeds")
@@ -74,8 +77,8 @@ pd.DataFrame({
 # $S(a) = 2a(1-a)$, $A_{peak} = N S(0.5)$; $a = 0 \to 0.5/N$; no extra rollouts for
 # $a \ge 0.5$. ET: $\Delta N = \lceil (A_{peak} - N S(a))/S(a) \rceil$; HW:
 # $\lceil (2(1-a)A_{peak} - N S(a))/S(a) \rceil$; capped at $N_{max} - N$ (ET 32, HW 64).
-# The check table of `PAPERS.md` (N=8, no std: 24/56, 11/24, 3/8, 1/3, 0/0) comes out exactly
-# (the allocator works in exact integer arithmetic for these rationals).
+# The paper's worked values (N=8, no std, 0–4 correct: ET/HW 24/56, 11/24, 3/8, 1/3, 0/0) come
+# out exactly (the allocator works in exact integer arithmetic for these rationals).
 
 # %%
 table = D.schedule_table()
@@ -89,6 +92,39 @@ fig = D.theory_figure(curves, table)
 # Left/middle: DARS lifts the expected $\sum|A|$ of hard prompts (small $p$) above the
 # GRPO N=8 curve, HW most. GRPO with N=32 lifts everything, at 4x the cost on every prompt.
 #
+# **Try it.** The schedules and the exact expectations are instant: move the stage-1 group size
+# $N$ and the caps. (Sliders need a live kernel with ipywidgets; the saved notebook shows the
+# paper's setting.)
+
+# %%
+def dars_schedule(N=8, n_max_et=32, n_max_hw=64, scale="none"):
+    acc = np.arange(N + 1) / N
+    p = np.linspace(0.0, 1.0, 101)
+    fig, axes = plotting.subplots(1, 2, figsize=(10, 3.5))
+    for (sched, n_max), off, color in ((("et", n_max_et), -0.2, "#3a8a3f"),
+                                       (("hw", n_max_hw), 0.2, "#d1495b")):
+        extra = np.asarray(allocation.dars_extra_rollouts(acc, N, max(n_max, N), schedule=sched,
+                                                          scale=scale))
+        axes[0].bar(np.arange(N + 1) + off, extra, 0.4, color=color,
+                    label=f"{sched.upper()} (cap {max(n_max, N)})")
+        with jax.enable_x64():
+            val, _ = D.expected_cumulative_advantage_dars(p, N, max(n_max, N), schedule=sched,
+                                                          scale=scale)
+        axes[1].plot(p, np.asarray(val), color=color, label=f"DARS-{sched.upper()}")
+    with jax.enable_x64():
+        axes[1].plot(p, np.asarray(theory.expected_cumulative_advantage(p, N, scale=scale)),
+                     "k--", label=f"GRPO N={N}")
+    axes[0].set(xlabel=f"stage-1 correct out of N={N}", ylabel="extra rollouts ΔN",
+                title=f"schedules, scale={scale!r}")
+    axes[1].set(xlabel="true success probability p", ylabel="expected Σ|A| per prompt",
+                title="expected cumulative advantage")
+    axes[0].legend(); axes[1].legend()
+    return fig
+
+
+plotting.interactive(dars_schedule, N=(2, 32, 2), n_max_et=(8, 128, 8), n_max_hw=(8, 256, 8),
+                     scale=["none", "std"])
+#
 # ## 3. Multi-stage rollouts under `jit`
 #
 # Stage 1 draws N rollouts per prompt; stage 2 draws `n_max - N` for every prompt (fixed shape)
@@ -98,7 +134,7 @@ fig = D.theory_figure(curves, table)
 # %%
 bank = prompt_bank.make_bank(D.QUICK.bank())
 prompts = jax.numpy.arange(12)
-out, info = jax.jit(lambda k: dars_stage.dars_rollout(
+out, info = jax.jit(lambda k: dars_stage.bank_dars_rollout(
     k, bank.logits0, bank, prompts, 8, 64, schedule="hw"))(jax.random.key(0))
 print("spent", int(out.spent), "= 12*8 +", int(info.extra.sum()))
 pd.DataFrame({"p0": np.asarray(bank.p0[:12]).round(3),
@@ -127,9 +163,29 @@ fig = D.training_figure(result)
 # the unbiased estimator $1 - \binom{n-c}{k}/\binom{n}{k}$ from $n = 128$ samples per prompt
 # (dots), at equal steps and at GRPO N=8's budget.
 
+# %% [markdown]
+# The key picture, built here from the returned curves: pass@1 against rollouts spent, with
+# GRPO N=8's total budget as a vertical line (equal-budget comparisons read off that line).
+
+# %%
+curves = result["curves"]
+budget = float(D.per_seed(result["final"], "GRPO N=8", "cum_rollouts").mean())
+fig, ax = plotting.subplots(figsize=(6.4, 4))
+for method in curves.method.unique():
+    color, ls = D._style(method)
+    x = D.curve_matrix(curves, method, "cum_rollouts").mean(0)
+    plotting.band(ax, x, D.curve_matrix(curves, method, "pass@1"), label=method, color=color,
+                  ls=ls)
+ax.axvline(budget, color="k", lw=0.8, alpha=0.6, label="GRPO N=8 budget")
+ax.set(xscale="log", xlabel="rollouts spent", ylabel="pass@1 (exact)",
+       title=f"DARS vs GRPO on the prompt bank ({SEEDS} seeds, 95% CI)")
+ax.legend(ncols=2);
+
 # %%
 fig = D.passk_figure(result, settings)
-fig2 = D.rollouts_figure(result)
+
+# %%
+fig = D.rollouts_figure(result)
 
 # %%
 cols = ["method", "rollouts_total", "pass@1 (steps)", "pass@128 (steps)",
@@ -157,3 +213,47 @@ pd.DataFrame(rows)[["claim", "paper_value", "measured", "verdict", "reason"]]
 # more steps. Breadth trains on several times the data per step, so per step its entropy
 # falls faster; `breadth_keeps_entropy_higher_equal_pass1` compares entropy at the same
 # pass@1 instead, which is what "keeps exploring" should mean.
+
+# %% [markdown]
+# ## Exercises
+#
+# **1.** Derive $E[2N\hat a(1-\hat a)] = 2(N-1)p(1-p)$ for $\hat a = C/N$,
+# $C \sim \mathrm{Binomial}(N, p)$, and check it numerically with
+# `theory.expected_cumulative_advantage`.
+#
+# <details><summary>Solution</summary>
+#
+# $E[C] = Np$, $E[C^2] = Np(1-p) + N^2p^2$, so
+# $E[2N\hat a(1-\hat a)] = \frac{2}{N}(N E[C] - E[C^2]) = \frac2N(N^2p - Np(1-p) - N^2p^2)
+# = 2(N-1)p(1-p)$.
+#
+# ```python
+# p = np.linspace(0, 1, 11)
+# print(np.allclose(theory.expected_cumulative_advantage(p, 8), 2 * 7 * p * (1 - p)))
+# ```
+# </details>
+#
+# **2.** With the slider (or `allocation.dars_extra_rollouts`), find how many extra rollouts HW
+# gives an all-wrong prompt at N = 8, and what fraction of a GRPO N=8 batch that is if a quarter
+# of the prompts are all-wrong.
+#
+# <details><summary>Solution</summary>
+#
+# ```python
+# extra = int(allocation.dars_extra_rollouts(np.array([0.0]), 8, 64, schedule="hw")[0])
+# print(extra, 0.25 * extra / 8)
+# ```
+# An all-wrong prompt is treated as accuracy $0.5/N$ and gets the cap, 56 extra rollouts: with a
+# quarter of the prompts all-wrong the batch costs $1 + 0.25 \cdot 56/8 = 2.75$ times GRPO N=8's.
+# </details>
+#
+# **3.** Why does the tabular bank make "GRPO N=32 raises pass@k" easy, while the paper reports
+# it does not for an LLM?
+#
+# <details><summary>Solution</summary>
+#
+# In the bank each prompt has its own logits: more samples on a hard prompt only move that
+# prompt's policy, and nothing else pays. An LLM shares parameters across prompts, so sharpening
+# on many easy prompts can reduce diversity on hard ones; that coupling is absent here (see the
+# reading above and the claim `naive_n32_early_not_final`).
+# </details>

@@ -17,18 +17,21 @@
 # # BroRL — broadened exploration
 # Mass balance, rollout-size sweep, reviving a saturated run.
 #
-# BroRL (seeds, PAPERS.md section 3) argues that increasing the number of rollouts per prompt N to
+# BroRL (no public code) argues that increasing the number of rollouts per prompt N to
 # the hundreds keeps RLVR improving after ProRL-style training at N=16 saturates. Its theory is a
 # *mass balance*: how one policy-gradient step on softmax logits changes the total probability
 # `Q_pos` of the correct tokens. No public code exists; this notebook is a self-contained
-# reference implementation (`rlvr_lab.theory.brorl`, `simulations/brorl.py`) and checks the claims
+# reference implementation (`rlvr_lab.papers.brorl.theory`, `simulations/brorl.py`) and checks the claims
 # with numbers computed here.
 #
-# Set `RLVR_LAB_QUICK=1` for the small settings (about a minute); the committed figures under
-# `figures/` come from the full run (`rlvr-lab run brorl_mass_balance`, `... brorl_training`).
+# The outputs below are from quick mode (`RLVR_LAB_QUICK=1`, about a minute); the committed
+# figures of the full run come from `rlvr-lab run brorl_mass_balance` and `... brorl_training`.
 
 # %%
-import os
+from rlvr_lab.io import quick_mode
+QUICK = quick_mode()
+
+import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,11 +39,10 @@ import pandas as pd
 import matplotlib.pyplot as plt
 from IPython.display import display
 
-from rlvr_lab import theory
-from rlvr_lab.theory import brorl as mb
+from rlvr_lab import plotting, theory
+from rlvr_lab.papers.brorl import theory as mb
 import simulations.brorl as S
 
-QUICK = bool(os.environ.get("RLVR_LAB_QUICK"))
 CONFIGS = S.QUICK if QUICK else S.FULL
 STUDY = S.TRAIN_QUICK if QUICK else S.TRAIN_FULL
 SEEDS = 3 if QUICK else 8
@@ -69,8 +71,8 @@ print("quick" if QUICK else "full", {k: c.describe() for k, c in CONFIGS.items()
 #
 # with `A₂, B₂` = Σp² over sampled correct / wrong tokens and `U_pos,2, U_neg,2` = Σp² over
 # unsampled correct / wrong tokens. Terms 1–2 are non-negative because
-# `R_w ≤ S_R ≤ R_c`. This is exactly the formula in PAPERS.md (tagged [ours]); it is verified
-# below and in `tests/test_brorl.py` against plain-Python loops.
+# `R_w ≤ S_R ≤ R_c`. It is verified below and in `tests/test_brorl.py` against plain-Python
+# loops.
 #
 # **Realistic sampled policy gradient** (REINFORCE with multiplicities `m_j`, `f_j = m_j/N`):
 # `dz = (η/N) Σ_n R(a_n)(e_{a_n} − p)`, `dz_j = η (R_j f_j − p_j T_R)`, `T_R` = mean sampled reward.
@@ -79,7 +81,7 @@ print("quick" if QUICK else "full", {k: c.describe() for k, c in CONFIGS.items()
 # (and an extra 1/N): the sampled terms of the realistic update are **not** sign-definite (a correct
 # token drawn less often than `p_j T_R / R_c` is pushed down).
 #
-# The PAPERS.md check: V=2000, 50 correct tokens, N=16 (float64).
+# A check of the decomposition: V=2000, 50 correct tokens, N=16 (float64).
 
 # %%
 with jax.enable_x64(True):
@@ -100,8 +102,58 @@ pd.DataFrame(rows)
 # The relative gap between the exact change and the three-term sum shrinks like the step
 # size: the formula is the first-order change. `exact` is computed without cancellation
 # (`p_j expm1(Δlog p_j)` summed over the smaller set, normaliser change via `log1p`), so the check
-# goes down to η = 1e-8 with no rounding floor (figure below, all settings of the sweep).
+# goes down to η = 1e-8 with no rounding floor (figure further below, all settings of the sweep).
 #
+# **Try it.** The three terms for one prompt are instant: a Gaussian-logit prompt with
+# V = 8192, correct mass $Q_0$ and $|C|$ correct tokens, 32 trials of N draws. Left: the mean of
+# each term (η = 0.01; symmetric log scale); right: how often the correct mass goes *down*.
+# (Sliders need a live kernel with ipywidgets; the saved notebook shows the defaults.)
+
+# %%
+NS = 2 ** np.arange(1, 11)
+
+
+@functools.partial(jax.jit, static_argnames=("update",))
+def _terms_vs_n(keys, q0, num_correct, shape, update):
+    def one(k):
+        kz, kc = jax.random.split(k)
+        z, correct = S.make_logits(kz, S.FAMILIES["gauss"], shape, num_correct, q0, 8192)
+
+        def at_n(n):
+            counts = mb.sample_counts(kc, z, int(NS[-1]), n)
+            if update == "idealised":  # lr = eta * N: steps of the same size as the sampled PG
+                return mb.mass_balance(z, correct, counts > 0, lr=0.01 * n, n=n)
+            return mb.sampled_pg_mass_balance(z, correct, counts, lr=0.01)
+        return jax.vmap(at_n)(jnp.asarray(NS))
+    return jax.vmap(one)(keys)
+
+
+def brorl_terms(q0=0.01, num_correct=16, logit_std=1.0, update="sampled_pg"):
+    with jax.enable_x64(True):
+        out = _terms_vs_n(jax.random.split(jax.random.key(3), 32), q0, num_correct, logit_std,
+                          update)
+        out = {k: np.asarray(v) for k, v in out.items()}
+    fig, axes = plotting.subplots(1, 2, figsize=(10, 3.6))
+    for name in ("sampled_correct", "sampled_wrong", "unsampled", "total"):
+        axes[0].plot(NS, out[name].mean(0), "o-" if name != "total" else "k--", ms=3,
+                     label=name.replace("_", " "))
+    scale = np.abs(out["total"].mean(0)).max()
+    axes[0].set(xscale="log", yscale="symlog", xlabel="N (rollouts)",
+                ylabel="mean term of dQ_pos", title=f"{update}, Q0={q0}, |C|={num_correct}")
+    axes[0].set_yscale("symlog", linthresh=max(scale * 1e-3, 1e-12))
+    axes[0].legend(fontsize=8)
+    axes[1].plot(NS, (out["exact"] < 0).mean(0), "o-", label="exact change < 0")
+    axes[1].axhline(0.01, color="k", lw=0.8, ls=":", label="claim threshold 1%")
+    axes[1].set(xscale="log", xlabel="N (rollouts)", ylabel="P(ΔQ_pos < 0) over 32 trials",
+                ylim=(-0.02, 1.02), title="does the correct mass go down?")
+    axes[1].legend()
+    return fig
+
+
+plotting.interactive(brorl_terms, q0=(0.01, 0.9, 0.01), num_correct=(1, 512, 1),
+                     logit_std=(0.5, 3.0, 0.25), update=["sampled_pg", "idealised"])
+
+# %% [markdown]
 # ## 2. One-step N-sweep
 #
 # Token distributions: i.i.d. Gaussian logits at temperatures T = 1 and 1/3, and Zipf laws
@@ -114,20 +166,37 @@ pd.DataFrame(rows)
 # %%
 out = S.mass_balance_study(lambda salt: jax.random.fold_in(key, salt), CONFIGS)
 summary, relaxed = out["summary"], out["relaxed"]
+figs = out["figures"]
+plt.close("all")  # each figure is shown in its own cell below
 claims = pd.DataFrame([c.row() for c in out["claims"]])
 claims[["claim", "measured", "criterion", "verdict", "reason"]]
 
 # %%
-out["figures"]["brorl_first_order"]
+display(figs["brorl_first_order"])
+
+# %% [markdown]
+# The key picture, built here from `summary`: how often one step lowers the correct mass, per
+# update rule and initial correct mass $Q_0$ (mean over the settings of that $Q_0$; dashed: the
+# worst setting), against the claims' 1% criterion.
 
 # %%
-out["figures"]["brorl_p_decrease_vs_n"]
+main = summary[summary.vocab_size == CONFIGS["one_step"].vocab_size]
+fig, axes = plotting.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+for ax, update in zip(axes, ("idealised", "sampled_pg")):
+    d = main[main["update"] == update]
+    for q0, g in d.groupby("q0"):
+        by_n = g.groupby("N").p_decrease
+        line, = ax.plot(by_n.mean().index, by_n.mean(), "o-", ms=3, label=f"Q0 = {q0:g}")
+        ax.plot(by_n.max().index, by_n.max(), "--", color=line.get_color(), lw=1)
+    ax.axhline(0.01, color="k", lw=0.8, ls=":", label="criterion 1%")
+    ax.set(xscale="log", xlabel="N (rollouts per prompt)", title=f"{update} update")
+axes[0].set_ylabel("P(ΔQ_pos < 0) after one step")
+axes[0].legend()
+fig.tight_layout()
 
-# %%
-# the hard settings again at V = 32768 (full mode only)
-for name, fig in out["figures"].items():
-    if name.endswith("_v32768"):
-        display(fig)
+# %% [markdown]
+# The full run repeats the hard settings at V = 32768 (`rlvr-lab run brorl_mass_balance`,
+# figures `brorl_*_v32768`).
 
 # %% [markdown]
 # **Reading** (numbers from the full run; the claims table above has this run's values).
@@ -143,10 +212,10 @@ for name, fig in out["figures"].items():
 # helps, but mostly because the noise averages out, not only because the unsampled set empties.
 
 # %%
-out["figures"]["brorl_terms_vs_n"]
+display(figs["brorl_terms_vs_n"])
 
 # %%
-out["figures"]["brorl_correct_down_vs_n"]
+display(figs["brorl_correct_down_vs_n"])
 
 # %% [markdown]
 # **Correct tokens that go down.** On hard prompts (Q0 = 0.01) the fraction of correct
@@ -159,7 +228,7 @@ out["figures"]["brorl_correct_down_vs_n"]
 # ## 3. Relaxed conditions: several steps, larger step size, resampling each step
 
 # %%
-out["figures"]["brorl_relaxed"]
+display(figs["brorl_relaxed"])
 
 # %%
 relaxed[relaxed.N == relaxed.N.max()][["setting", "update", "p_all_up",
@@ -190,9 +259,6 @@ tdf = S.training_frame(res, STUDY)
 fig = S.plot_training(tdf, res, STUDY)
 tclaims = pd.DataFrame([c.row() for c in S.training_claims(tdf, res, STUDY)])
 tclaims[["claim", "measured", "criterion", "verdict", "reason"]]
-
-# %%
-fig
 
 # %% [markdown]
 # **Reading** (full run: 8 seeds). At equal numbers of *steps*, switching to N = 512
@@ -231,3 +297,44 @@ thr = measure_throughput([1, 4, 16, 64] if QUICK else [1, 4, 16, 64, 256, 512],
                          d_model=64 if QUICK else 128, n_layers=2 if QUICK else 4)
 throughput_figure(thr, jax.devices()[0].platform)
 thr
+
+# %% [markdown]
+# ## Exercises
+#
+# **1.** Show from the formula that with full coverage ($S$ = every token) the unsampled term
+# vanishes and $dQ_{pos} \ge 0$. Check it with `mb.mass_balance(z, correct, sampled=all True)`.
+#
+# <details><summary>Solution</summary>
+#
+# With $S$ = everything, $U_{pos,2} = U_{neg,2} = 0$, so only the two sampled terms remain, both
+# $\ge 0$ because $R_w \le S_R \le R_c$.
+#
+# ```python
+# with jax.enable_x64(True):
+#     z = jax.random.normal(jax.random.key(1), (2000,), jnp.float64)
+#     correct = jnp.arange(2000) < 50
+#     out = mb.mass_balance(z, correct, jnp.ones(2000, bool), lr=0.1, n=2000)
+#     print(float(out["unsampled"]), float(out["total"]) >= 0)
+# ```
+# </details>
+#
+# **2.** With the slider, set Q0 = 0.5 and |C| = 512, update "idealised": the correct *mass*
+# rises, yet section 2 says most correct tokens go down. How can both hold?
+#
+# <details><summary>Solution</summary>
+#
+# The mass is a sum: the large correct tokens gain more than the many small ones lose. At full
+# coverage a token of negligible probability moves by $-p\,dz \propto -(Q_{neg}\sum_C p^2 -
+# Q_{pos}\sum_W p^2)$, negative whenever the correct set is more concentrated than the wrong one
+# ("rich get richer" inside $C$).
+# </details>
+#
+# **3.** The fraction of all-equal groups in the saturated run is
+# $\mathrm{mean}_k[p_k^N + (1-p_k)^N]$. Why does it fall so slowly from N = 16 to N = 512 for
+# prompts with $p_k \approx 10^{-4}$?
+#
+# <details><summary>Solution</summary>
+#
+# $(1 - p)^N \approx e^{-Np}$: at $p = 10^{-4}$ it is 0.998 at N = 16 and still 0.95 at N = 512.
+# Such prompts need $N \gtrsim 1/p$ rollouts before they give a non-zero advantage at all.
+# </details>

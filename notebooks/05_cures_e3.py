@@ -18,33 +18,37 @@
 #
 # *Papers:* **CurES** ("From Gradient Analysis to Efficient Curriculum Learning for Reasoning
 # LLMs", code `ZexuSun/CurES`) and **E3** (dynamic rollout budgets and entropy-targeting
-# temperature, code `LiaoMengqi/E3-RL4LLMs`); `PAPERS.md` sections 4 and 5.
+# temperature, code `LiaoMengqi/E3-RL4LLMs`).
 #
 # Both answer the same two questions of an RLVR step: *which prompts* go into the batch and
 # *how many rollouts* each one gets at a fixed total. We use the prompt bank (each prompt a
 # softmax over V answers), where success probabilities and gradients are exact, so the papers'
 # gradient arguments can be checked directly. Every figure comes from the functions behind
-# `rlvr-lab run cures_theory / cures_study / e3_temperature` (`simulations/cures.py`, `simulations/e3.py`).
-# Set `RLVR_LAB_QUICK=1` for the small settings.
+# `rlvr-lab run cures_theory / cures_study / e3_temperature` (`simulations/cures.py`,
+# `simulations/e3.py`). The outputs below are from quick mode (`RLVR_LAB_QUICK=1`).
 
 # %%
+from rlvr_lab.io import quick_mode
+QUICK = quick_mode()
+
 import dataclasses
 import math
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import curriculum as cur
-from rlvr_lab.allocation import cures as cures_alloc, e3
+from rlvr_lab.papers.cures import posterior as cur
+from rlvr_lab.papers.cures import allocation as cures_alloc
+from rlvr_lab.papers.e3 import allocation as e3
 from rlvr_lab.envs import prompt_bank as pb
-from rlvr_lab.theory import cures as th
+from rlvr_lab.papers.cures import theory as th
 from simulations import cures as S
 from simulations import e3 as S3
+from rlvr_lab import plotting
+from scipy import stats
 
-QUICK = bool(os.environ.get("RLVR_LAB_QUICK"))
 SEEDS = 2 if QUICK else 16
 pd.set_option("display.width", 200)
 print("quick" if QUICK else "full", "mode,", SEEDS, "seeds")
@@ -104,6 +108,46 @@ vdf[["bank", "rule", "n_min", "n_max", "analytic_oracle", "mc_oracle", "mc_rloo"
      "ratio_uniform_over_rule", "mc_rloo_ratio"]].round(3)
 
 # %% [markdown]
+# **Try it.** Allocation and sampling for a bank of prompts whose success probabilities are
+# the quantiles of a Beta(a, b) law (instant; the sliders need a live kernel with ipywidgets,
+# the saved notebook shows the defaults). Left: rollouts per prompt at a fixed total — Neyman
+# with the equal-norm $\sigma = \sqrt{p(1-p)}$ (ours: water-filling with a minimum, exact total),
+# the authors' `round()` form, uniform. Right: CurES' sampling distribution at temperature $t$,
+# and the authors' $t = 100(Acc+1)$ with $Acc$ from 4 rollouts at the expected count.
+
+# %%
+def cures_allocation_vs_p(rollouts_per_prompt=8, min_per_prompt=2, t=0.1, a=0.5, b=0.5):
+    k = 32
+    p = stats.beta.ppf((np.arange(k) + 0.5) / k, a, b)
+    sigma = cures_alloc.neyman_sigma(jnp.asarray(p))
+    budget = rollouts_per_prompt * k
+    fig, axes = plotting.subplots(1, 2, figsize=(10, 3.6))
+    axes[0].plot(p, np.asarray(cures_alloc.neyman_allocation(
+        sigma, budget, min_per_prompt=min(min_per_prompt, rollouts_per_prompt))), "o-", ms=3,
+        label="Neyman, ours (min, exact total)")
+    axes[0].plot(p, np.asarray(cures_alloc.neyman_allocation_code(sigma, budget)), "s--", ms=3,
+                 label="authors' round()")
+    axes[0].axhline(rollouts_per_prompt, color="k", lw=0.8, ls=":", label="uniform")
+    axes[0].set(xlabel="success probability p", ylabel="rollouts for the prompt",
+                title=f"{budget} rollouts over {k} prompts")
+    axes[0].legend()
+    axes[1].plot(p, np.asarray(cur.cures_prompt_probs(jnp.asarray(p), t)), "o-", ms=3,
+                 label=f"q at t = {t:g}")
+    acc = 4 * p  # expected correct count of the 4-rollout initialisation
+    axes[1].plot(p, np.asarray(cur.cures_prompt_probs(jnp.asarray(p), 100 * (acc + 1))), "s--",
+                 ms=3, label="authors' t = 100(Acc+1)")
+    axes[1].axhline(1 / k, color="k", lw=0.8, ls=":", label="uniform 1/K")
+    axes[1].set(xlabel="success probability p", ylabel="sampling probability q",
+                title="which prompts enter the batch")
+    axes[1].legend()
+    return fig
+
+
+plotting.interactive(cures_allocation_vs_p, rollouts_per_prompt=(2, 32, 1),
+                     min_per_prompt=(0, 8, 1), t=(0.02, 2.0, 0.02), a=(0.1, 5.0, 0.1),
+                     b=(0.1, 5.0, 0.1))
+
+# %% [markdown]
 # Neyman is the variance optimum (analytic and Monte Carlo agree); CurES' $\sqrt{p(1-p)}$
 # is close to it; a noisy 4-rollout $\hat p$ loses most of the gain. DARS and E3 deliberately
 # *raise* the variance: they spend rollouts on hard prompts whose gradient is small, to find
@@ -130,15 +174,33 @@ stable[["bank", "rule", "steps_to_target", "speedup_vs_uniform", "gain_vs_best",
 #
 # Plain SGD on the prompt bank (the analysis is about gradient descent), B·G rollouts per step
 # for every arm; CurES' 4-rollout initialisation and DAPO's refills are charged. The rollout
-# stages `"cures"` and `"e3"` are registered by `rlvr_lab.train.curriculum_stage`. Quick mode
+# stages `"cures"` and `"e3"` are registered by `rlvr_lab.papers.cures` and `rlvr_lab.papers.e3`. Quick mode
 # runs the arms the claims need; the full run (`rlvr-lab run cures_study`) has all of them.
 
 # %%
 s = dataclasses.replace(S.QUICK, num_steps=25) if QUICK else S.FULL
 study_curves, summary = S.run_study(s, "bimodal", jax.random.key(2), SEEDS, QUICK)
-fig = S.study_figure(study_curves, summary, "bimodal")
 summary[["arm", "rollouts_to_target", "speedup_vs_uniform", "final_accuracy",
          "final_entropy", "all_incorrect_frac"]].round(3)
+
+# %% [markdown]
+# The key picture, built here from `study_curves`: accuracy against rollouts spent for each
+# arm, with the accuracy target that `rollouts_to_target` counts to (`S.study_figure` adds
+# entropy and the groups without signal).
+
+# %%
+d = study_curves[study_curves.bank == "bimodal"]
+fig, ax = plotting.subplots(figsize=(6.4, 4))
+for arm in d.arm.unique():
+    a_ = d[d.arm == arm]
+    acc = a_.pivot(index="seed", columns="step", values="accuracy").to_numpy()
+    x = a_.groupby("step").rollouts.mean().to_numpy() / 1e3
+    plotting.band(ax, x, acc, label=arm, color=S.ARM_COLORS.get(arm),
+                  ls="--" if "E3" in arm or "DAPO" in arm else "-")
+ax.axhline(summary.target.iloc[0], color="grey", lw=0.8, ls=":", label="target accuracy")
+ax.set(xlabel="rollouts spent (thousands)", ylabel="mean accuracy over the bank (exact)",
+       title=f"equal rollout budget, bimodal bank ({SEEDS} seeds, 95% CI)")
+ax.legend(fontsize=8);
 
 # %% [markdown]
 # ## 5. E3's allocation and temperature
@@ -172,3 +234,36 @@ tdf[tdf.step == tdf.step.max()].groupby(["rule", "metric"]).value.mean().unstack
 #
 # `rlvr-lab run cures_theory`, `cures_study` and `e3_temperature` compute these claims (the
 # committed full-run table is `figures/CLAIMS.md`).
+#
+# ## Exercises
+#
+# **1.** Show that CurES' sampler with the authors' $t_i = 100(Acc_i + 1)$ is uniform to within
+# 0.5%, whatever the posterior: compute the largest ratio $q_{max}/q_{min}$ it can produce.
+#
+# <details><summary>Solution</summary>
+#
+# The exponent $\sqrt{\hat p(1-\hat p)}/t$ lies in $[0, 0.5/100] = [0, 0.005]$ (since $t \ge 100$),
+# so $q_{max}/q_{min} \le e^{0.005} \approx 1.005$; `cur.max_probability_ratio(q)` on the table
+# of section 1 confirms it.
+# </details>
+#
+# **2.** With Neyman allocation $n_i \propto \sigma_i$ at a total of $n$ rollouts, show that the
+# variance $\sum_i \sigma_i^2/n_i$ equals $(\sum_i\sigma_i)^2/n$, and compare it with uniform
+# allocation for $p = (0.01, 0.5)$.
+#
+# <details><summary>Solution</summary>
+#
+# With $n_i = n\sigma_i/\sum_j\sigma_j$: $\sum_i \sigma_i^2/n_i = \sum_i \sigma_i\sum_j\sigma_j/n
+# = (\sum\sigma)^2/n$. Uniform gives $K\sum\sigma_i^2/n$. For $\sigma = (0.0995, 0.5)$:
+# Neyman 0.3594/n, uniform 0.5198/n, a factor 1.45 (Cauchy–Schwarz: Neyman is never worse).
+# </details>
+#
+# **3.** E3's temperature rule has $H_t = H^*$ as a fixed point. Which direction does $T$ move
+# when the entropy has collapsed below the target, and by how much per step when
+# $H_t = H^*/2$, $T = 1$, $V = 16$?
+#
+# <details><summary>Solution</summary>
+#
+# $\ln(H^*/H_t) = \ln 2 > 0$, so $T$ rises: $T \leftarrow 1 + \ln 2/(\ln 16 + \ln\ln 16)
+# = 1 + 0.693/(2.773 + 1.020) \approx 1.18$.
+# </details>

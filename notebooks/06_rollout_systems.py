@@ -26,11 +26,11 @@
 # | ECHO-2 | cheap remote workers, pipelined weight broadcast, bounded staleness | S, workers |
 # | WebGym | asynchronous multi-turn agent rollouts | environment latency |
 #
-# `rlvr_lab.systems` simulates them on one cost model so you can ask *what would this buy me
+# `rlvr_lab.papers.systems` simulates them on one cost model so you can ask *what would this buy me
 # with my length distribution, model and cluster?* Every figure here is made by the same
 # functions as `rlvr-lab run systems_*` (module `simulations/rollout_systems.py`).
 #
-# Set `RLVR_LAB_QUICK=1` for small settings (the test suite does).
+# The outputs below are from quick mode (`RLVR_LAB_QUICK=1`, as the test suite runs it).
 
 # %%
 # Install cell: only needed outside a checkout where rlvr_lab is not installed yet.
@@ -39,16 +39,20 @@ if importlib.util.find_spec("rlvr_lab") is None:
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", ".."], check=True)
 
 # %%
-import os, time
+from rlvr_lab.io import output_dir, quick_mode
+QUICK = quick_mode()
+OUT = output_dir() / "06_rollout_systems"
+
+import time
 import numpy as np, pandas as pd
 import matplotlib.pyplot as plt
+from rlvr_lab import plotting
 from rlvr_lab.plotting import subplots
-from rlvr_lab.systems import agents, echo, learning
-from rlvr_lab.systems.engine import EngineConfig, TrainerConfig, ENGINE_PRESETS, TRAINER_PRESETS
-from rlvr_lab.systems.lengths import LogNormal, HeavyTailMix, Empirical
-from rlvr_lab.systems.policies import Workload, run_sync, run_partial, run_async
+from rlvr_lab.papers.systems import agents, echo, learning
+from rlvr_lab.papers.systems.engine import EngineConfig, TrainerConfig, ENGINE_PRESETS, TRAINER_PRESETS
+from rlvr_lab.papers.systems.lengths import LogNormal, HeavyTailMix, Empirical
+from rlvr_lab.papers.systems.policies import Workload, run_sync, run_partial, run_async
 from simulations import rollout_systems as S
-QUICK = os.environ.get("RLVR_LAB_QUICK") == "1"
 print("quick mode" if QUICK else "full mode")
 
 # %% [markdown]
@@ -168,6 +172,30 @@ print("mean |refined - simulated| =", round(float((m.refined - m.simulated).abs(
 cost
 
 # %% [markdown]
+# **Try it.** The capacity model's utilisation is a closed form: move the learner step time
+# $T$, the dissemination delay $D$ and the group latency $L$ and watch which term binds.
+# (Sliders need a live kernel with ipywidgets; the saved notebook shows the defaults.)
+
+# %%
+def echo_capacity(t_train=60.0, dissemination=20.0, group_latency=120.0, batch_mtokens=2.0):
+    theta = np.logspace(3, 6, 200)  # total worker throughput, tokens/s
+    fig, ax = plotting.subplots(figsize=(6.4, 3.8))
+    for bound in (0, 1, 2, 4, 8):
+        u = [echo.predict_utilisation(t, t_train, batch_mtokens * 1e6, dissemination,
+                                      group_latency, bound) for t in theta]
+        ax.plot(theta, u, label=f"S = {bound}")
+    ax.axhline(0.95, color="k", lw=0.8, ls=":", label="provisioning target U = 0.95")
+    ax.set(xscale="log", ylim=(0, 1.05), xlabel="total worker throughput Θ (tokens/s)",
+           ylabel="learner utilisation U = T / T_step",
+           title=f"T={t_train:g} s, D={dissemination:g} s, L={group_latency:g} s")
+    ax.legend(ncols=2)
+    return fig
+
+
+plotting.interactive(echo_capacity, t_train=(5.0, 300.0, 5.0), dissemination=(0.0, 300.0, 5.0),
+                     group_latency=(0.0, 600.0, 10.0), batch_mtokens=(0.1, 10.0, 0.1))
+
+# %% [markdown]
 # **Provisioning rule**: sort workers by price per unit of throughput, activate them until
 # the (refined) model predicts U ≥ 0.95. The saving depends entirely on the price table, which is
 # an assumption (ballpark public rental prices), not ECHO-2's.
@@ -223,7 +251,9 @@ ax.legend(); print(f"{time.time() - t0:.1f} s")
 from rlvr_lab import experiments as E
 if not QUICK:
     for name in ["systems_april", "systems_areal", "systems_echo", "systems_webgym", "systems_staleness"]:
-        display(E.run(name).claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
+        display(E.run(name, out_dir=OUT).claims_frame()[
+            ["claim", "measured", "criterion", "verdict", "reason"]])
+    plt.close("all")  # the experiments' figures are saved under OUT
 
 # %% [markdown]
 # ## 9. APRIL on the small model: what to do with the stale prefix
@@ -293,5 +323,45 @@ AP.summary(runs).groupby("treatment").mean(numeric_only=True)[
 
 # %%
 if not QUICK:
-    display(E.run("systems_april_prefix").claims_frame()[
+    display(E.run("systems_april_prefix", out_dir=OUT).claims_frame()[
         ["claim", "measured", "criterion", "verdict", "reason"]])
+    plt.close("all")
+
+# %% [markdown]
+# ## Exercises
+#
+# **1.** In the capacity model, for $T = 60$ s and $D + L = 140$ s, what is the smallest staleness
+# bound $S$ at which the dissemination term no longer limits the step time? Check with the slider.
+#
+# <details><summary>Solution</summary>
+#
+# The term binds while $(T + D + L)/(S + 1) > T$, i.e. $S < (D + L)/T = 2.33$: from $S = 3$ on,
+# enough throughput brings $U$ to 1.
+# </details>
+#
+# **2.** From the decode cost $\tau(b, C) = \tau_0 + \tau_1 b + \tau_2 C$, derive the tokens/s of a
+# worker running $b$ sequences of context $c$ each, and its limit for large $b$. Evaluate both
+# for the 8B preset with $c = 3000$.
+#
+# <details><summary>Solution</summary>
+#
+# One step produces $b$ tokens in $\tau_0 + b(\tau_1 + \tau_2 c)$ seconds, so the rate is
+# $b/(\tau_0 + b(\tau_1 + \tau_2 c)) \to 1/(\tau_1 + \tau_2 c)$: long contexts, not batch size,
+# cap a worker's throughput.
+#
+# ```python
+# e = ENGINE_PRESETS["8b"]
+# for b in (1, 16, 128, 10**6):
+#     print(b, b / e.step_time(b, b * 3000))
+# print("limit", 1 / (e.tau1 + e.tau2 * 3000))
+# ```
+# </details>
+#
+# **3.** Why does APRIL gain most for a *moderate* tail of response lengths (section 3)?
+#
+# <details><summary>Solution</summary>
+#
+# A step ends when N *groups* are complete, and a group is complete only when its slowest
+# response is. With a heavy tail most groups contain a long response, so stopping at N of
+# $rN$ groups still waits for long ones; with a light tail there is little idle time to win.
+# </details>

@@ -17,20 +17,22 @@
 # # Rollout efficiency on the small model: SPEC-RL and FP8 rollouts
 #
 # *Papers:* **SPEC-RL** (speculative rollouts, code `ShopeeLLM/Spec-RL`) and veRL's **FP8
-# rollouts with importance-sampling correction**; `PAPERS.md` sections 9 and 10.
+# rollouts with importance-sampling correction** (truncated / masked importance sampling, TIS /
+# MIS).
 #
 # Both cut rollout cost — SPEC-RL by *not generating* tokens it can reuse from last epoch's
 # responses, FP8 by generating them with a *cheaper* (quantised) engine — and both pay with a
 # train–inference mismatch: the tokens the trainer learns from were not drawn from the policy it
 # is updating. Everything runs on the tiny transformer (`rlvr_lab.models.transformer`, SFT base
 # from `rlvr_lab.train.sft`) with the functions behind `rlvr-lab run spec_rl` and
-# `rlvr-lab run fp8`, so the figures here and in `figures/` agree.
-# Set `RLVR_LAB_QUICK=1` for the small settings (a pipeline check; the committed figures come
-# from full runs).
+# `rlvr-lab run fp8`. The outputs below are from quick mode (`RLVR_LAB_QUICK=1`, a pipeline
+# check); the committed figures come from full runs.
 
 # %%
+from rlvr_lab.io import quick_mode
+QUICK = quick_mode()
+
 import math
-import os
 
 import jax
 import numpy as np
@@ -40,8 +42,9 @@ from rlvr_lab import quant
 from rlvr_lab.train import spec_rl
 from simulations import fp8 as F
 from simulations import spec_rl as S
+from rlvr_lab import plotting
+from scipy import stats
 
-QUICK = bool(os.environ.get("RLVR_LAB_QUICK"))
 SEEDS = 2 if QUICK else 4
 pd.set_option("display.width", 200)
 print("quick" if QUICK else "full", "mode,", SEEDS, "seeds")
@@ -69,6 +72,43 @@ for ell in (1.0, math.exp(0.5), math.exp(2.0)):
     print(f"l = {ell:5.2f}: keep the first {int(np.asarray(cut).ravel()[0])} tokens")
 
 # %% [markdown]
+# **Try it: acceptance against lenience.** Suppose the per-token log-ratio
+# $x = \log\pi_{new}/\pi_{old}$ of the cached tokens is Gaussian with spread $s$ (mean $-s^2/2$,
+# so that $E_{old}[\pi_{new}/\pi_{old}] = 1$). A token is accepted with probability
+# $a = E[\min(1, \ell e^x)] = \Phi\big(\tfrac{\mu + \ln\ell}{s}\big) + \ell e^{\mu + s^2/2}
+# \Phi\big(\tfrac{-\ln\ell - \mu - s^2}{s}\big)$, and with independent tokens the expected
+# reused prefix of an $n$-token response is $\sum_{k=1}^{n} a^k$. (Sliders need a live kernel
+# with ipywidgets; the saved notebook shows the defaults.)
+
+# %%
+def acceptance(log_lenience, s):
+    mu, ell = -s * s / 2, np.exp(log_lenience)
+    return (stats.norm.cdf((mu + log_lenience) / s)
+            + ell * np.exp(mu + s * s / 2) * stats.norm.cdf((-log_lenience - mu - s * s) / s))
+
+
+def spec_rl_acceptance(log_lenience=0.5, ratio_spread=0.3, length=12):
+    grid = np.linspace(-1.0, 3.0, 201)
+    fig, axes = plotting.subplots(1, 2, figsize=(10, 3.6))
+    for spread in sorted({0.05, 0.3, 1.0, ratio_spread}):
+        a = acceptance(grid, spread)
+        reused = np.array([np.sum(x ** np.arange(1, length + 1)) for x in a]) / length
+        lw = 2.2 if spread == ratio_spread else 1.0
+        axes[0].plot(grid, a, lw=lw, label=f"s = {spread:g}")
+        axes[1].plot(grid, reused, lw=lw, label=f"s = {spread:g}")
+    for ax in axes:
+        ax.axvline(log_lenience, color="k", lw=0.8, ls=":", label=f"ln ℓ = {log_lenience:g}")
+        ax.set(xlabel="log lenience ln ℓ", ylim=(0, 1.02))
+    axes[0].set(ylabel="P(accept one token)", title="per-token acceptance")
+    axes[1].set(ylabel="expected reused fraction", title=f"reused prefix of {length} tokens")
+    axes[0].legend()
+    return fig
+
+
+plotting.interactive(spec_rl_acceptance, log_lenience=(-1.0, 3.0, 0.1),
+                     ratio_spread=(0.01, 2.0, 0.01), length=(1, 64, 1))
+
+# %% [markdown]
 # GRPO over a fixed prompt set for several epochs (each revisit finds last epoch's
 # responses in the cache), the paper's lenience sweep plus its random-cut ablation, all from the
 # same base, prompts and keys. In quick mode only part of the sweep runs.
@@ -82,6 +122,25 @@ summary = spec_rl.summarize(df)
 summary.groupby("lenience", sort=False)[["generated", "reused", "token_reduction",
                                          "revisit_token_reduction", "time_speedup",
                                          "heldout_pass1", "train_pass1_final"]].mean().round(3)
+
+# %% [markdown]
+# The key picture, built here from `summary`: what each lenience saves (tokens not generated on
+# revisits) and what it costs (held-out pass@1; dotted: vanilla, which reuses nothing).
+
+# %%
+by = summary.groupby("lenience", sort=False)[["revisit_token_reduction", "heldout_pass1"]]
+means, cis = by.mean(), by.agg(lambda x: plotting.mean_ci(np.asarray(x))[1])
+labels = [str(x) for x in means.index]
+fig, axes = plotting.subplots(1, 2, figsize=(10, 3.6))
+axes[0].bar(labels, means.revisit_token_reduction, yerr=cis.revisit_token_reduction, capsize=3)
+axes[0].set(ylabel="tokens not generated on revisits", xlabel="lenience ℓ",
+            title="saving (epochs 2+)")
+axes[1].errorbar(labels, means.heldout_pass1, yerr=cis.heldout_pass1, fmt="o", capsize=3)
+axes[1].axhline(means.heldout_pass1.iloc[0], color="k", lw=0.8, ls=":", label="vanilla")
+axes[1].set(ylabel="held-out pass@1 at the end", xlabel="lenience ℓ",
+            title=f"cost ({SEEDS} seeds, 95% CI)")
+axes[1].legend()
+fig.tight_layout()
 
 # %%
 fig = spec_rl.figure(df)
@@ -139,3 +198,42 @@ fig = F.training_figure(runs)
 # makes it visible. Whether the uncorrected run degrades and TIS/MIS recover it is decided by the
 # claims in `figures/CLAIMS.md` (paired 95% intervals over seeds); with few seeds the gaps are
 # often within noise, which we report as measured.
+
+# %% [markdown]
+# ## Exercises
+#
+# **1.** With the slider: at which lenience does a 12-token response with log-ratio spread
+# $s = 0.3$ keep half of its tokens on average? What does it say about SPEC-RL's ℓ = e^0.5 on
+# a model whose policy barely moves between epochs ($s \to 0$)?
+#
+# <details><summary>Solution</summary>
+#
+# ```python
+# grid = np.linspace(-1, 3, 4001)
+# a = acceptance(grid, 0.3)
+# reused = np.array([np.sum(x ** np.arange(1, 13)) for x in a]) / 12
+# print(grid[np.argmax(reused >= 0.5)])
+# ```
+# Half the tokens are kept at about ln ℓ = 0 (ℓ ≈ 1). As $s \to 0$ every ℓ ≥ 1 accepts
+# (almost) everything, which is what section 1's reading finds at this scale: the lenience no
+# longer controls anything and every ℓ ≥ 1 trains on stale responses.
+# </details>
+#
+# **2.** Why is the token at the cut not exactly on-policy even at ℓ = 1, and what would make it
+# so?
+#
+# <details><summary>Solution</summary>
+#
+# Speculative decoding's guarantee needs the rejected position to be resampled from the residual
+# $\max(0, \pi_{new} - \pi_{old})$ (normalised); resampling from $\pi_{new}$ over-weights the
+# tokens $\pi_{old}$ already proposed. Sampling the residual at the cut would make ℓ = 1 exact.
+# </details>
+#
+# **3.** For FP8 rollouts, show that $k_3 = E[\rho - \log\rho - 1] \ge 0$ and that it is
+# $\approx \tfrac12 E[(\log\rho)^2]$ for small mismatch.
+#
+# <details><summary>Solution</summary>
+#
+# $f(x) = e^x - x - 1 \ge 0$ for all $x$ (convex, minimum 0 at 0), and $\rho - \log\rho - 1 =
+# f(\log\rho)$. Taylor: $f(x) = x^2/2 + O(x^3)$.
+# </details>

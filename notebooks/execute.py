@@ -25,11 +25,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 # A code cell "makes a figure" when it calls one of these: plotting.subplots/interactive,
-# a module's *figure*/plot* function, or pyplot's drawing calls. The committed notebooks must
+# a module's *figure*/plot* function, pyplot's drawing calls, IPython's Image (a saved PNG) or
+# ``display(fig...)`` of a figure made earlier. The committed notebooks must
 # show an image for exactly these cells (and no image elsewhere), so the regex is the single
 # definition of a figure cell that both this script and the test use.
 FIGURE_CALL = re.compile(
-    r"(\bsubplots|\binteractive|\w*figure|\bplot\w*|plt\.(?:hist|bar|scatter|imshow))\s*\(")
+    r"(\bsubplots|\binteractive|\w*figure|\bplot\w*|\bImage|plt\.(?:hist|bar|scatter|imshow))\s*\(|\bdisplay\(\s*fig")
 _NOT_A_FIGURE = re.compile(r"\b(?:plt\.close|figures_dir|save_figure)\s*\(")
 
 
