@@ -1,9 +1,13 @@
 """rlvr_lab: a JAX toolkit to analyse RLVR algorithms (GRPO family and 2025 follow-ups).
 
 An RLVR step is a pipeline of small pure functions — pick prompts, allocate rollouts, sample,
-reward, advantage, loss, update — and each module holds one stage.
+reward, advantage, loss, update. The core (``advantages``, ``losses``, ``metrics``, ``envs``,
+``models``, ``train``) holds one version of each stage; each paper's additions live in
+``rlvr_lab.papers.<paper>`` and register themselves when imported (below, via ``papers``).
+``allocation`` and ``theory`` are thin namespaces over the paper packages.
 """
-from rlvr_lab import advantages, allocation, losses, metrics, theory  # noqa: F401
-from rlvr_lab import mc_baselines  # noqa: F401  (registers the compute-matched "grpo_drop_one")
+from rlvr_lab import advantages, losses, metrics  # noqa: F401  (core first: papers register into it)
+from rlvr_lab import papers  # noqa: F401
+from rlvr_lab import allocation, theory  # noqa: F401
 
 __version__ = "0.1.0"

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from rlvr_lab._registry import Registry, check_choice
 
-_REGISTRY: Registry = Registry("advantage estimator")
+_REGISTRY: Registry = Registry("estimator", "advantage estimator")
 
 
 class Advantages(NamedTuple):
@@ -168,7 +168,7 @@ def mc_grpo(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3):
     |A| = 1/eps; with ``eps=0`` it gets 0 rather than inf);
     ``"std"`` ``(r - m) / (sample std + eps)``; ``"none"`` ``r - m``.
 
-    Returns ``(adv [B, G+1], keep [B, G+1])``; ``keep`` is False at the pivot and at masked
+    Returns ``Advantages(adv [B, G+1], keep [B, G+1])`` (a named pair); ``keep`` is False at the pivot and at masked
     entries. Groups with fewer than two valid rollouts get A=0.
     """
     check_choice("scale", scale, ("mad", "std", "none"))
@@ -188,7 +188,7 @@ def mc_grpo(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3):
         adv = centred
     adv = _finish(adv, n, mask)
     keep = mask & ~pivot
-    return adv, keep
+    return Advantages(adv, keep)
 
 
 _REGISTRY.register("mc_grpo", mc_grpo)
@@ -204,20 +204,21 @@ def names() -> list[str]:
     return _REGISTRY.names()
 
 
-def register(name: str, fn=None):
+def register(name: str, fn=None, *, overwrite: bool = False):
     """Register a new estimator ``fn(rewards, mask=None, **kw)`` (usable as a decorator).
 
-    Return either the advantages or ``(adv, keep)`` like :func:`mc_grpo`.
+    Return either the advantages or ``Advantages(adv, keep)`` like :func:`mc_grpo`.
+    ``overwrite=True`` replaces an estimator already registered under ``name``.
     """
-    return _REGISTRY.register(name, fn)
+    return _REGISTRY.register(name, fn, overwrite=overwrite)
 
 
-def compute(name: str, rewards, mask=None, **kwargs) -> Advantages:
-    """Run a registered estimator and return ``Advantages(adv, keep)`` uniformly.
+def compute(name, rewards, mask=None, **kwargs) -> Advantages:
+    """Run an estimator (a registered name or a callable) and return ``Advantages(adv, keep)``.
 
     ``keep`` marks rollouts that enter the loss: the mask, minus the pivot for ``mc_grpo``.
     """
-    out = get(name)(rewards, mask, **kwargs)
+    out = _REGISTRY.resolve(name)(rewards, mask, **kwargs)
     if isinstance(out, tuple):
         return Advantages(*out)
     rewards, mask = _prepare(rewards, mask)

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 
 from rlvr_lab._registry import Registry, check_choice
 
-_POLICY: Registry = Registry("policy loss")
-_KL: Registry = Registry("KL estimator")
+_POLICY: Registry = Registry("loss", "policy loss")
+_KL: Registry = Registry("kl", "KL estimator")
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 
@@ -230,6 +230,10 @@ def kl_names() -> list[str]:
     return _KL.names()
 
 
-def register(name: str, fn=None):
-    """Register ``fn(log_prob, old_log_prob, advantages, mask=None, **kw) -> [B, T]``."""
-    return _POLICY.register(name, fn)
+def register(name: str, fn=None, *, overwrite: bool = False):
+    """Register ``fn(log_prob, old_log_prob, advantages, mask=None, **kw) -> [B, T]``.
+
+    Trainers call it through :func:`rlvr_lab.train.core.policy_loss`, which passes the
+    options the loss declares (``epsilon``, ``epsilon_high``, ``clip_ratio_c``) from the config.
+    """
+    return _POLICY.register(name, fn, overwrite=overwrite)

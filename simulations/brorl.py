@@ -7,7 +7,7 @@ Three studies in two experiments: ``brorl_mass_balance`` (1, 2) and ``brorl_trai
    of |C| random tokens whose logits are shifted so the initial correct mass is exactly
    ``Q0``; N i.i.d. rollouts; one step of (a) the paper's idealised update on the distinct set
    and (b) the realistic sampled policy gradient with multiplicities
-   (``rlvr_lab.theory.brorl``). Per trial and N: the three mass-balance terms, the exact
+   (``rlvr_lab.papers.brorl.theory``). Per trial and N: the three mass-balance terms, the exact
    change, and the fraction of correct tokens whose probability goes down. Vectorised: the
    N_max draws are made once per trial and N is a traced prefix length (vmap over N, common
    random numbers), trials go through ``lax.map`` in batches. float64 throughout.
@@ -15,8 +15,8 @@ Three studies in two experiments: ``brorl_mass_balance`` (1, 2) and ``brorl_trai
    resampling N rollouts from the current policy at every step.
 3. **Training** on the prompt bank (``training_study``, the ``rlvr_lab.train.bandit``
    trainer): N=16 until the accuracy flattens, then N=16 vs N=512 from the same state. The
-   ``brorl_schedule`` rollout stage registered here switches the group size mid-run (groups
-   padded to ``num_generations`` with a validity mask before the switch).
+   ``brorl_schedule`` rollout stage (``rlvr_lab.papers.brorl``) switches the group size
+   mid-run (groups padded to ``num_generations`` with a validity mask before the switch).
 
 Step sizes: the idealised update is run with ``lr = eta * N`` (so ``n = N`` cancels): it is
 then the realistic update with the empirical frequencies ``m_j / N`` replaced by ``p_j`` on S,
@@ -33,8 +33,7 @@ import pandas as pd
 
 from rlvr_lab import plotting
 from rlvr_lab.experiments import claim, experiment
-from rlvr_lab.theory import brorl as mb
-from rlvr_lab.train import rollout as rollout_stages
+from rlvr_lab.papers.brorl import theory as mb
 
 PAPER = "BroRL"
 UPDATES = ("idealised", "sampled_pg")
@@ -642,42 +641,7 @@ def run_mass_balance(ctx):
 
 
 # ----------------------------------------------------------------------------- training
-def _schedule_init(bank, config, **options):
-    return jnp.zeros((), jnp.int32)           # step counter (not batched under vmap)
-
-
-def _schedule_sample(key, logits, bank, config, step, *, n_small: int = 16,
-                     switch_step: int = 0, **options):
-    """``n_small`` rollouts per prompt before ``switch_step``, ``num_generations`` after.
-
-    Before the switch the groups are padded to ``[B, num_generations]`` with ``mask=False``;
-    the draws are the same as the ``uniform`` stage's with ``num_generations = n_small`` (same
-    keys), so a run that switches shares its first phase with one that does not.
-    """
-    n_big = config.num_generations
-    if not 1 <= n_small <= n_big:
-        raise ValueError(f"n_small={n_small!r} must be in [1, num_generations={n_big}]")
-    k_prompt, k_sample = jax.random.split(key)
-    prompts = rollout_stages.choose_prompts(k_prompt, bank.num_prompts, config.batch_size)
-
-    def small(_):
-        r = rollout_stages.generate(k_sample, logits, bank, prompts, n_small,
-                                    config.temperature)
-        pad = lambda x, v: jnp.pad(x, ((0, 0), (0, n_big - n_small)), constant_values=v)
-        return r._replace(answers=pad(r.answers, 0), rewards=pad(r.rewards, 0),
-                          mask=pad(r.mask, False), behav_log_prob=pad(r.behav_log_prob, 0))
-
-    def big(_):
-        return rollout_stages.generate(k_sample, logits, bank, prompts, n_big,
-                                       config.temperature)
-
-    return jax.lax.cond(step < switch_step, small, big, None), step + 1
-
-
-SCHEDULE_STAGE = "brorl_schedule"
-if SCHEDULE_STAGE not in rollout_stages.names():
-    rollout_stages.register(SCHEDULE_STAGE, rollout_stages.RolloutStage(_schedule_init,
-                                                                        _schedule_sample))
+SCHEDULE_STAGE = "brorl_schedule"   # registered by rlvr_lab.papers.brorl
 
 
 @dataclass(frozen=True)

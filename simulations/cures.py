@@ -24,14 +24,14 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import curriculum as cur
+from rlvr_lab.papers.cures import posterior as cur
 from rlvr_lab import plotting
-from rlvr_lab.allocation import cures as cures_alloc
-from rlvr_lab.allocation import e3 as e3_alloc
-from rlvr_lab.allocation.uniform import proportional_allocation, uniform_allocation
+from rlvr_lab.papers.cures import allocation as cures_alloc
+from rlvr_lab.papers.e3 import allocation as e3_alloc
+from rlvr_lab.train.budget import proportional_allocation, uniform_allocation
 from rlvr_lab.envs import prompt_bank as pb
 from rlvr_lab.experiments import claim, experiment
-from rlvr_lab.theory import cures as th
+from rlvr_lab.papers.cures import theory as th
 
 PAPER_CURES = "CurES"
 PAPER_E3 = "E3"
@@ -55,7 +55,7 @@ def allocation_rules(p, sigma_sq, budget, key):
     """Rollout counts per prompt under each rule at the same total ``budget``."""
     k = p.shape[0]
     post, _ = cur.init_posterior_from_rollouts(key, p)
-    from rlvr_lab.allocation.dars import dars_extra_rollouts
+    from rlvr_lab.papers.dars.allocation import dars_extra_rollouts
     dars_et = GROUP + dars_extra_rollouts(p, GROUP, 32)
     dars_hw = GROUP + dars_extra_rollouts(p, GROUP, 64, schedule="hw")
     n_max = 8 * GROUP
@@ -324,7 +324,7 @@ def study_arms(s: StudySettings, bank_name: str, quick: bool):
 
 def run_study(s: StudySettings, bank_name: str, key, num_seeds: int, quick: bool):
     from rlvr_lab.train import bandit
-    from rlvr_lab.train.curriculum_stage import all_incorrect_fraction
+    from rlvr_lab.papers.cures.stage import all_incorrect_fraction
 
     curves, finals = [], []
     for j, (arm, cfg) in enumerate(study_arms(s, bank_name, quick).items()):

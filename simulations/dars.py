@@ -30,7 +30,7 @@ from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.experiments import claim, experiment
 from rlvr_lab.models import tabular
-from rlvr_lab.theory.dars import expected_cumulative_advantage_dars
+from rlvr_lab.papers.dars.theory import expected_cumulative_advantage_dars
 from rlvr_lab.train import bandit
 
 PAPER = "DARS"

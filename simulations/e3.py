@@ -16,7 +16,7 @@ from simulations.cures import GROUP, PAPER_E3, bank_config
 
 # ----------------------------------------------------------------------------- E3 temperature
 def temperature_runs(quick: bool, key, num_seeds: int):
-    from rlvr_lab.train.curriculum_stage import TemperatureConfig, make_temperature_train
+    from rlvr_lab.papers.e3.stage import TemperatureConfig, make_temperature_train
 
     cfg = TemperatureConfig(bank=bank_config("hard", 64 if quick else 128),
                             num_steps=120 if quick else 300, batch_size=32,

@@ -24,12 +24,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-import rlvr_lab.mc_baselines  # noqa: F401  (registers the "grpo_drop_one" estimator)
 from rlvr_lab import advantages, losses, plotting
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.experiments import claim, experiment
-from rlvr_lab.theory import sign_flip as sf
+from rlvr_lab.papers.mc_grpo import sign_flip as sf
 from rlvr_lab.train.bandit import BanditConfig, metrics_frame, train_seeds
 
 PAPER = "MC-GRPO"

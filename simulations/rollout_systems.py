@@ -1,4 +1,4 @@
-"""Rollout-system papers on the simulator (``rlvr_lab.systems``): APRIL, AReaL, ECHO-2, WebGym.
+"""Rollout-system papers on the simulator (``rlvr_lab.papers.systems``): APRIL, AReaL, ECHO-2, WebGym.
 
 Four experiments, one per paper, each sweeping the knob its paper is about:
 
@@ -14,9 +14,9 @@ Four experiments, one per paper, each sweeping the knob its paper is about:
 
 - ``systems_staleness`` — the learning side: staleness distributions simulated for AReaL (per
   η) and ECHO-2 (per S) are fed into training on the prompt bank, naive PPO vs AReaL's
-  decoupled PPO (``rlvr_lab.systems.learning``).
+  decoupled PPO (``rlvr_lab.papers.systems.learning``).
  All numbers come from the cost model's
-documented defaults (``rlvr_lab.systems.engine``), not from the papers' hardware.
+documented defaults (``rlvr_lab.papers.systems.engine``), not from the papers' hardware.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ import pandas as pd
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.experiments import Context, claim, experiment
 from rlvr_lab.plotting import subplots
-from rlvr_lab.systems import agents, echo, learning
-from rlvr_lab.systems.lengths import LogNormal
-from rlvr_lab.systems.policies import Workload, run_async, run_partial, run_sync
+from rlvr_lab.papers.systems import agents, echo, learning
+from rlvr_lab.papers.systems.lengths import LogNormal
+from rlvr_lab.papers.systems.policies import Workload, run_async, run_partial, run_sync
 from rlvr_lab.train.bandit import BanditConfig
 
 # ----------------------------------------------------------------------------- APRIL

@@ -125,8 +125,9 @@ def test_dynamic_sampling_masks_uninformative_groups_and_counts_rounds():
     bank = prompt_bank.make_bank(PromptBankConfig(num_prompts=16, vocab_size=4))
     cfg = BanditConfig(bank=PromptBankConfig(num_prompts=16, vocab_size=4), batch_size=8,
                        num_generations=4)
-    out, _ = rollout.get("dynamic_sampling").sample(jax.random.key(0), bank.logits0, bank, cfg,
-                                                    (), max_rounds=3)
+    shape = rollout.StageShape(cfg.batch_size, cfg.num_generations)
+    out, _ = rollout.get("dynamic_sampling").sample(
+        jax.random.key(0), rollout.BankSampler(bank.logits0, bank), shape, (), max_rounds=3)
     rewards, mask = np.asarray(out.rewards), np.asarray(out.mask)
     for g in range(8):
         if mask[g].any():
@@ -134,8 +135,8 @@ def test_dynamic_sampling_masks_uninformative_groups_and_counts_rounds():
     assert int(out.spent) in (32, 64, 96)
     # a policy that is always right gives no informative group: every round is spent
     sure = jnp.where(bank.correct, 50.0, -50.0)
-    out, _ = rollout.get("dynamic_sampling").sample(jax.random.key(0), sure, bank, cfg, (),
-                                                    max_rounds=3)
+    out, _ = rollout.get("dynamic_sampling").sample(
+        jax.random.key(0), rollout.BankSampler(sure, bank), shape, (), max_rounds=3)
     assert int(out.spent) == 96 and not np.asarray(out.mask).any()
 
 
@@ -256,8 +257,9 @@ def test_numpy_baseline_replays_the_trainer():
     sgd = NumpySGD(logits, cfg.learning_rate)
     for k in jax.random.split(key, cfg.num_steps):  # the trainer's key schedule
         k_roll, k_perm = jax.random.split(k)
-        batch, _ = rollout.get("uniform").sample(k_roll, jnp.asarray(logits, jnp.float32),
-                                                 bank, cfg, ())
+        sampler = rollout.BankSampler(jnp.asarray(logits, jnp.float32), bank, cfg.temperature)
+        batch, _ = rollout.get("uniform").sample(
+            k_roll, sampler, rollout.StageShape(cfg.batch_size, cfg.num_generations), ())
         prompts, answers = np.asarray(batch.prompts), np.asarray(batch.answers)
         rewards = table[prompts[:, None], answers]
         adv = (rewards - rewards.mean(-1, keepdims=True)) / (

@@ -1,4 +1,4 @@
-"""BroRL mass balance (rlvr_lab.theory.brorl) against plain-Python loop references, float64."""
+"""BroRL mass balance (rlvr_lab.papers.brorl.theory) against plain-Python loop references, float64."""
 import math
 
 import jax
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_lab import theory
-from rlvr_lab.theory import brorl as mb
+from rlvr_lab.papers.brorl import theory as mb
 
 HYP = settings(max_examples=25, deadline=None)
 

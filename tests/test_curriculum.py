@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlvr_lab import curriculum as cur
-from rlvr_lab.allocation import cures as cures_alloc
-from rlvr_lab.allocation import e3
-from rlvr_lab.allocation.uniform import proportional_allocation, uniform_allocation
+from rlvr_lab.papers.cures import posterior as cur
+from rlvr_lab.train import rollout as rollout_groups
+from rlvr_lab.papers.cures import allocation as cures_alloc
+from rlvr_lab.papers.e3 import allocation as e3
+from rlvr_lab.train.budget import proportional_allocation, uniform_allocation
 from rlvr_lab.utils import enable_x64
 
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -112,11 +113,11 @@ def test_sample_prompts_frequencies():
 def test_dynamic_sampling_filter():
     rewards = jnp.array([[1.0, 1, 1], [0, 0, 0], [0, 1, 0], [1, 0, 0], [0, 0, 1]])
     mask = jnp.array([[1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 0, 0], [0, 0, 0]], bool)
-    info = cur.informative_groups(rewards, mask)
+    info = rollout_groups.informative_groups(rewards, mask)
     assert info.tolist() == [False, False, True, False, False]
-    kept = cur.dynamic_sampling_filter(rewards, mask)
+    kept = rollout_groups.dynamic_sampling_filter(rewards, mask)
     assert kept.sum() == 3 and kept[2].all()
-    all_c, all_w = cur.group_outcomes(rewards, mask)
+    all_c, all_w = rollout_groups.group_outcomes(rewards, mask)
     assert all_c.tolist() == [True, False, False, True, False]
     assert all_w.tolist() == [False, True, False, False, False]
 
@@ -127,7 +128,7 @@ def test_dynamic_sampling_filter():
 def test_informative_groups_matches_loop(rows, seed):
     r = np.array(rows, float)
     mask = np.random.default_rng(seed).random(r.shape) < 0.7
-    got = np.asarray(cur.informative_groups(jnp.asarray(r), jnp.asarray(mask)))
+    got = np.asarray(rollout_groups.informative_groups(jnp.asarray(r), jnp.asarray(mask)))
     ref = [len(set(r[i][mask[i]].tolist())) >= 2 for i in range(r.shape[0])]
     assert got.tolist() == ref
 
@@ -362,7 +363,7 @@ def test_e3_temperature_rule():
 # ----------------------------------------------------------------------------- theory
 def test_bank_gradient_moments_match_loops_and_trainer_gradient():
     from rlvr_lab.envs import prompt_bank as pb
-    from rlvr_lab.theory import cures as th
+    from rlvr_lab.papers.cures import theory as th
 
     rng = np.random.default_rng(7)
     logits = rng.normal(size=(5, 7)) * 1.3
@@ -389,7 +390,7 @@ def test_bank_gradient_moments_match_loops_and_trainer_gradient():
 
 
 def test_allocation_variance_analytic_vs_monte_carlo():
-    from rlvr_lab.theory import cures as th
+    from rlvr_lab.papers.cures import theory as th
 
     rng = np.random.default_rng(8)
     logits = rng.normal(size=(6, 5))
@@ -417,7 +418,7 @@ def test_allocation_variance_analytic_vs_monte_carlo():
 @given(st.lists(st.floats(0.0, 3.0), min_size=4, max_size=4),
        st.lists(st.floats(0.01, 1.0), min_size=4, max_size=4))
 def test_is_efficiency_at_most_one_and_optimum(m, q):
-    from rlvr_lab.theory import cures as th
+    from rlvr_lab.papers.cures import theory as th
 
     m = np.array(m)
     q = np.array(q) / np.sum(q)
@@ -432,7 +433,7 @@ def test_is_efficiency_at_most_one_and_optimum(m, q):
 
 def test_mean_field_descent_one_step_and_steps_to_target():
     from rlvr_lab.envs import prompt_bank as pb
-    from rlvr_lab.theory import cures as th
+    from rlvr_lab.papers.cures import theory as th
 
     bank = pb.make_bank(pb.PromptBankConfig(num_prompts=6, vocab_size=5))
     uniform = lambda p, g: jnp.full_like(p, 1 / p.shape[0])  # noqa: E731
@@ -451,7 +452,7 @@ def test_mean_field_descent_one_step_and_steps_to_target():
 def test_cures_and_e3_stages_keep_the_budget():
     from rlvr_lab.envs.prompt_bank import PromptBankConfig
     from rlvr_lab.train import bandit
-    from rlvr_lab.train.curriculum_stage import all_incorrect_fraction
+    from rlvr_lab.papers.cures.stage import all_incorrect_fraction
 
     base = bandit.BanditConfig(bank=PromptBankConfig(num_prompts=8, vocab_size=6),
                                num_steps=6, batch_size=4, num_generations=4,
@@ -471,12 +472,14 @@ def test_cures_and_e3_stages_keep_the_budget():
     from rlvr_lab.train import rollout as rollout_stages
 
     with pytest.raises(ValueError, match="sampling"):
-        rollout_stages.get("cures").init(make_bank(base.bank), base, sampling="x")
+        rollout_stages.get("cures").init(
+            rollout_stages.BankSampler(make_bank(base.bank).logits0, make_bank(base.bank)),
+            rollout_stages.StageShape(base.batch_size, base.num_generations), sampling="x")
 
 
 def test_temperature_train_fixed_and_e3():
     from rlvr_lab.envs.prompt_bank import PromptBankConfig
-    from rlvr_lab.train.curriculum_stage import TemperatureConfig, make_temperature_train
+    from rlvr_lab.papers.e3.stage import TemperatureConfig, make_temperature_train
 
     cfg = TemperatureConfig(bank=PromptBankConfig(num_prompts=8, vocab_size=6), num_steps=30,
                             batch_size=8, learning_rate=0.2)

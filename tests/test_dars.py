@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from rlvr_lab import allocation, theory
-from rlvr_lab.theory.dars import expected_cumulative_advantage_dars
+from rlvr_lab.papers.dars.theory import expected_cumulative_advantage_dars
 
 # --------------------------------------------------------------------------- references
 
@@ -202,7 +202,7 @@ def test_closed_form_bad_values():
 # --------------------------------------------------------------------------- rollout stage
 from rlvr_lab.envs import prompt_bank  # noqa: E402
 from rlvr_lab.train import bandit  # noqa: E402
-from rlvr_lab.train import dars as dars_stage  # noqa: E402
+from rlvr_lab.papers.dars import stage as dars_stage  # noqa: E402
 
 
 def _small_bank():
@@ -215,7 +215,7 @@ def _small_bank():
 def test_dars_rollout_masks_and_budget(schedule, n_max):
     _, bank = _small_bank()
     n, prompts = 8, jnp.arange(24)
-    f = jax.jit(lambda k: dars_stage.dars_rollout(k, bank.logits0, bank, prompts, n, n_max,
+    f = jax.jit(lambda k: dars_stage.bank_dars_rollout(k, bank.logits0, bank, prompts, n, n_max,
                                                   schedule=schedule))
     for seed in range(3):
         out, info = f(jax.random.key(seed))

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_lab import advantages
-from rlvr_lab.mc_baselines import grpo_drop_one
+from rlvr_lab.papers.mc_grpo.estimators import grpo_drop_one
 
 
 def _drop_one_reference(rewards, mask, eps=1e-6):
@@ -69,7 +69,7 @@ def test_study_configs_group_sizes():
 def test_bank_flip_rates_match_direct_law():
     """bank_flip_rates on a one-prompt bank equals the exact function on that prompt's law."""
     from rlvr_lab.envs import prompt_bank
-    from rlvr_lab.theory import sign_flip as sf
+    from rlvr_lab.papers.mc_grpo import sign_flip as sf
     from simulations import mc_grpo as M
     cfg = M.format_bank(num_prompts=1, vocab_size=6)
     bank = prompt_bank.make_bank(cfg)

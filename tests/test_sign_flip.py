@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_lab import theory
-from rlvr_lab.theory import sign_flip as sf
+from rlvr_lab.papers.mc_grpo import sign_flip as sf
 
 
 # ----------------------------------------------------------------------------- reference

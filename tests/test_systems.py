@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlvr_lab.systems import agents, echo
-from rlvr_lab.systems.engine import DONE, Engine, EngineConfig, TrainerConfig
-from rlvr_lab.systems.lengths import Empirical, HeavyTailMix, LogNormal, as_rng, constant
-from rlvr_lab.systems.policies import Workload, areal_admits, run_async, run_partial, run_sync
+from rlvr_lab.papers.systems import agents, echo
+from rlvr_lab.papers.systems.engine import DONE, Engine, EngineConfig, TrainerConfig
+from rlvr_lab.papers.systems.lengths import Empirical, HeavyTailMix, LogNormal, as_rng, constant
+from rlvr_lab.papers.systems.policies import Workload, areal_admits, run_async, run_partial, run_sync
 
 NO_CTX = dict(tau2=0.0, prefill_per_token=0.0)
 
@@ -309,7 +309,7 @@ def test_refined_capacity_model_limits_and_monotone_in_s():
 
 # ----------------------------------------------------------------------------- learning
 def test_staleness_distribution_folds_the_tail():
-    from rlvr_lab.systems.learning import staleness_distribution
+    from rlvr_lab.papers.systems.learning import staleness_distribution
     p = staleness_distribution([1, 1, 0, 2], 2)
     np.testing.assert_allclose(p, [0.25, 0.25, 0.5])
     with pytest.raises(ValueError, match="counts"):
@@ -320,7 +320,7 @@ def test_stale_training_zero_staleness_losses_agree_and_ring_serves_old_versions
     import jax
 
     from rlvr_lab.envs.prompt_bank import PromptBankConfig
-    from rlvr_lab.systems import learning
+    from rlvr_lab.papers.systems import learning
     from rlvr_lab.train.bandit import BanditConfig
     base = BanditConfig(bank=PromptBankConfig(num_prompts=8, vocab_size=4), num_steps=6,
                         batch_size=4, num_generations=4, num_minibatches=2,

@@ -1,30 +1,35 @@
-"""Closed forms and exact computations behind the papers' claims.
+"""Closed forms and exact computations behind the papers' claims: a thin namespace.
 
-Submodules: ``dars`` (cumulative advantage), ``brorl`` (mass balance), ``sign_flip``
-(MC-GRPO sign flips), and more. Names are loaded lazily so each submodule stays independent.
+Everything here lives in the paper packages (``rlvr_lab.papers.<paper>``); this module
+re-exports the public names so ``from rlvr_lab import theory`` keeps working.
 """
-from __future__ import annotations
+from rlvr_lab.papers.brorl.theory import mass_balance
+from rlvr_lab.papers.cures.theory import (
+    allocation_variance,
+    bank_gradient_moments,
+    is_efficiency,
+    mc_allocation_variance,
+    mean_field_descent,
+    neyman_variance,
+    optimal_is_distribution,
+)
+from rlvr_lab.papers.dars.theory import (
+    cumulative_advantage,
+    expected_cumulative_advantage,
+    expected_cumulative_advantage_dars,
+)
+from rlvr_lab.papers.mc_grpo.sign_flip import (
+    flip_statistics,
+    monte_carlo_sweep,
+    sign_flip_monte_carlo,
+    sign_flip_probability,
+    zeroing_probability,
+)
 
-from rlvr_lab._lazy import lazy_exports
-
-_EXPORTS = {
-    "cumulative_advantage": "dars",
-    "expected_cumulative_advantage": "dars",
-    "expected_cumulative_advantage_dars": "dars",
-    "mass_balance": "brorl",
-    "sign_flip_probability": "sign_flip",
-    "zeroing_probability": "sign_flip",
-    "flip_statistics": "sign_flip",
-    "sign_flip_monte_carlo": "sign_flip",
-    "monte_carlo_sweep": "sign_flip",
-    "bank_gradient_moments": "cures",
-    "allocation_variance": "cures",
-    "mc_allocation_variance": "cures",
-    "neyman_variance": "cures",
-    "is_efficiency": "cures",
-    "optimal_is_distribution": "cures",
-    "mean_field_descent": "cures",
-}
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__all__ = [
+    "allocation_variance", "bank_gradient_moments", "cumulative_advantage",
+    "expected_cumulative_advantage", "expected_cumulative_advantage_dars", "flip_statistics",
+    "is_efficiency", "mass_balance", "mc_allocation_variance", "mean_field_descent",
+    "monte_carlo_sweep", "neyman_variance", "optimal_is_distribution",
+    "sign_flip_monte_carlo", "sign_flip_probability", "zeroing_probability",
+]

@@ -197,6 +197,10 @@ def make_train(config: BanditConfig):
     bank = prompt_bank.make_bank(config.bank)
     stage = rollout_stages.get(config.rollout)
     stage_opts = dict(config.rollout_options)
+    shape = rollout_stages.StageShape(config.batch_size, config.num_generations)
+
+    def sampler(logits):
+        return rollout_stages.BankSampler(logits, bank, config.temperature)
 
     def train(key, hparams: Hparams | None = None, init_logits=None):
         """``init_logits`` continues from a given policy (a fresh optimizer state); the KL
@@ -216,7 +220,7 @@ def make_train(config: BanditConfig):
         param_shape = (num_prompts, vocab) if config.optimizer == "adafactor" else (-1,)
         params0 = logits0.reshape(param_shape)
         state = TrainState(params0, optimizer.init(params0),
-                           stage.init(bank, config, **stage_opts))
+                           stage.init(sampler(logits0), shape, **stage_opts))
 
         def loss_fn(params, mb):
             # log-softmax of the minibatch's prompt rows only ([groups, V]); the gradient is
@@ -252,7 +256,7 @@ def make_train(config: BanditConfig):
             k_roll, k_perm = jax.random.split(key)
             logits = state.logits.reshape(num_prompts, vocab)
             metrics = step_metrics(config, bank, logits)
-            batch, rollout_state = stage.sample(k_roll, logits, bank, config,
+            batch, rollout_state = stage.sample(k_roll, sampler(logits), shape,
                                                 state.rollout_state, **stage_opts)
             adv = compute_advantages(config, batch.rewards, batch.mask)
             num_groups = batch.answers.shape[0]

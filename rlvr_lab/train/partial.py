@@ -22,7 +22,7 @@ sampling is causal, so the first ``t*`` new tokens are exactly what the aborted 
 have produced; the discarded tail is regenerated next round under the new weights. Groups are
 ranked by finish time (ties in slot order, buffer first); the first ``N`` form the batch, kept
 in slot order; groups complete at ``t*`` beyond the first ``N`` stay in the buffer like the
-unfinished ones (as in :func:`rlvr_lab.systems.policies.run_partial`; slime's loop drops such
+unfinished ones (as in :func:`rlvr_lab.papers.systems.policies.run_partial`; slime's loop drops such
 surplus groups, rare in continuous time but frequent with integer lengths, and APRIL's point is
 that no rollout is discarded); a completed response of an unfinished group stays complete.
 ``over_provision=1`` runs exactly ``N`` groups, all of which must finish: plain synchronous

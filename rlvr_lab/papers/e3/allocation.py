@@ -31,7 +31,7 @@ import math
 
 import jax.numpy as jnp
 
-from rlvr_lab.allocation.uniform import _check_budget, _static_int
+from rlvr_lab.train.budget import _check_budget, _static_int
 
 UNSEEN = -100.0  # the code's rank marker for prompts without statistics (weight 0)
 

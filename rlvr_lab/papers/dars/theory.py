@@ -118,7 +118,7 @@ def expected_cumulative_advantage_dars(p, n, n_max, *, schedule: str | None = "e
 
 @functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
 def _expected_dars(p, n, n_max, schedule, scale):
-    from rlvr_lab.allocation.dars import dars_extra_rollouts
+    from rlvr_lab.papers.dars.allocation import dars_extra_rollouts
 
     p = p[..., None, None]
     c1 = jnp.arange(n + 1, dtype=p.dtype)

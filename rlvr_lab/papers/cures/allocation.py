@@ -10,7 +10,7 @@ with ``g_c`` / ``g_w`` the gradient of a correct / wrong rollout. (Proof: ``r - 
 with probability ``a`` and ``-a`` otherwise, so ``E[(r-a)g] = ab (E g_c - E g_w)`` and
 ``E|(r-a)g|^2 = a b^2 E|g_c|^2 + a^2 b E|g_w|^2``.) The CurES code works with scalar gradient
 norms, where the last term is ``(E g_c - E g_w)^2``; in the prompt bank the exact vector form
-is available (:mod:`rlvr_lab.theory.cures`). With ``g_c = g_w = 1`` it reduces to
+is available (:mod:`rlvr_lab.papers.cures.theory`). With ``g_c = g_w = 1`` it reduces to
 ``sigma = sqrt(a(1 - a))``.
 
 Averaging ``n_i`` rollouts gives variance ``sigma_i^2 / n_i`` per prompt, and the sum over a
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from rlvr_lab.allocation.uniform import proportional_allocation
+from rlvr_lab.train.budget import proportional_allocation
 
 
 def rollout_gradient_variance(p, sq_norm_correct=1.0, sq_norm_wrong=1.0, mean_gap_sq=0.0):

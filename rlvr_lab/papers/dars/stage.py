@@ -1,8 +1,9 @@
-"""DARS multi-stage rollouts as a rollout stage of the bandit trainer (PAPERS.md section 2).
+"""DARS multi-stage rollouts as a rollout stage (DARS paper, difficulty-adaptive rollouts).
 
-One step of DARS, with every shape fixed so it runs under ``jit``/``vmap``/``lax.scan``:
+One step of DARS, with every shape fixed so it runs under ``jit``/``vmap``/``lax.scan``, on any
+:class:`~rlvr_lab.train.rollout.Sampler` (the prompt bank or the transformer):
 
-1. stage 1: ``N = config.num_generations`` rollouts for each of the B prompts;
+1. stage 1: ``N = num_generations`` rollouts for each of the B prompts;
 2. per-prompt stage-1 accuracy ``â`` -> ``extra = dars_extra_rollouts(â, N, n_max, schedule,
    scale)`` (0 for ``â >= 0.5``);
 3. stage 2: ``n_max - N`` rollouts are drawn for every prompt (the fixed maximum shape) and
@@ -15,10 +16,10 @@ and the advantage (configure ``advantage="grpo", scale_rewards="none"`` for DARS
 the number of rollouts DARS actually generates (the padding of step 3 is not counted: a real
 engine would not run it).
 
-Register-by-import: ``rollout="dars"`` in a :class:`~rlvr_lab.train.bandit.BanditConfig`, with
-``rollout_options=(("schedule", "et"), ("n_max", 32))`` (``scale`` defaults to "none").
-The stage state accumulates run totals (extra rollouts, groups rescued by stage 2 from an
-all-wrong stage 1, groups dropped) that the final ``TrainState.rollout_state`` exposes.
+``rollout="dars"`` in a trainer config, with ``rollout_options=(("schedule", "et"),
+("n_max", 32))`` (``scale`` defaults to "none"). The stage state accumulates run totals
+(extra rollouts, groups rescued by stage 2 from an all-wrong stage 1, groups dropped) that
+the final rollout state exposes.
 """
 from __future__ import annotations
 
@@ -28,10 +29,9 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_lab._registry import check_choice
-from rlvr_lab.allocation.dars import SCALES, SCHEDULES, dars_extra_rollouts
-from rlvr_lab.envs import prompt_bank
+from rlvr_lab.papers.dars.allocation import SCALES, SCHEDULES, dars_extra_rollouts
 from rlvr_lab.train import rollout as rollout_stages
-from rlvr_lab.train.rollout import Rollout, RolloutStage
+from rlvr_lab.train.rollout import BankSampler, Rollout, RolloutStage, Sampler, StageShape
 
 
 class DarsInfo(NamedTuple):
@@ -63,53 +63,52 @@ def check_options(n: int, *, schedule: str = "et", n_max: int = 32,
                          f"num_generations={n}")
 
 
-def dars_rollout(key, logits, bank, prompts, n: int, n_max: int, *, schedule: str = "et",
-                 scale: str = "none", temperature=1.0) -> tuple[Rollout, DarsInfo]:
+def dars_rollout(key, sampler: Sampler, prompts, n: int, n_max: int, *, schedule: str = "et",
+                 scale: str = "none") -> tuple[Rollout, DarsInfo]:
     """Two-stage DARS sampling for ``prompts [B]``; groups of fixed width ``n_max``.
 
-    Accuracy is the fraction of correct answers (the bank's correct set), so non-binary
-    reward tables are handled too. Returns the merged :class:`Rollout` (mask: valid and kept)
-    and a :class:`DarsInfo`.
+    Accuracy is the fraction of correct rollouts (the verifier's verdict), so non-binary
+    rewards are handled too. Returns the merged :class:`Rollout` (mask: valid and kept) and a
+    :class:`DarsInfo`.
     """
     check_options(n, schedule=schedule, n_max=n_max, scale=scale)
     k1, k2 = jax.random.split(key)
-    first = rollout_stages.generate(k1, logits, bank, prompts, n, temperature)
-    correct1 = prompt_bank.is_correct(bank, prompts, first.answers)
-    acc1 = correct1.mean(-1)
+    first = sampler.sample(k1, prompts, n)
+    acc1 = first.correct.mean(-1)
     extra = dars_extra_rollouts(acc1, n, n_max, schedule=schedule, scale=scale)
     width2 = n_max - n
     if width2 > 0:
-        second = rollout_stages.generate(k2, logits, bank, prompts, width2, temperature)
         mask2 = jnp.arange(width2) < extra[:, None]
-        correct2 = prompt_bank.is_correct(bank, prompts, second.answers) & mask2
-        cat = lambda a, b: jnp.concatenate([a, b], axis=1)  # noqa: E731
-        merged = first._replace(answers=cat(first.answers, second.answers),
-                                rewards=cat(first.rewards, second.rewards),
-                                behav_log_prob=cat(first.behav_log_prob, second.behav_log_prob))
-        mask = cat(first.mask, mask2)
-        n_correct = correct1.sum(-1) + correct2.sum(-1)
+        merged = rollout_stages.concat_groups(first, sampler.sample(k2, prompts, width2), mask2)
     else:
         merged, mask2 = first, jnp.zeros((prompts.shape[0], 0), bool)
-        mask, n_correct = first.mask, correct1.sum(-1)
+    n_correct = merged.correct.sum(-1)
     total = n + extra
     merged_acc = n_correct / total
     kept = (n_correct > 0) & (n_correct < total)
     spent = (prompts.shape[0] * n + extra.sum()).astype(jnp.int32)
-    out = merged._replace(mask=mask & kept[:, None], spent=spent)
+    out = merged._replace(mask=merged.mask & kept[:, None], spent=spent)
     return out, DarsInfo(acc1, extra, merged_acc, kept, mask2)
 
 
-def _init(bank, config, **options):
+def bank_dars_rollout(key, logits, bank, prompts, n: int, n_max: int, *, schedule: str = "et",
+                      scale: str = "none", temperature=1.0):
+    """:func:`dars_rollout` on the prompt bank's policy ``softmax(logits / T)``."""
+    return dars_rollout(key, BankSampler(logits, bank, temperature), prompts, n, n_max,
+                        schedule=schedule, scale=scale)
+
+
+def _init(sampler, shape, **options):
     zero = jnp.zeros((), jnp.float32)
     return DarsTotals(zero, zero, zero, zero)
 
 
-def _sample(key, logits, bank, config, totals: DarsTotals, *, schedule: str = "et",
-            n_max: int = 32, scale: str = "none"):
+def _sample(key, sampler: Sampler, shape: StageShape, totals: DarsTotals, *,
+            schedule: str = "et", n_max: int = 32, scale: str = "none"):
     k_prompt, k_sample = jax.random.split(key)
-    prompts = rollout_stages.choose_prompts(k_prompt, bank.num_prompts, config.batch_size)
-    out, info = dars_rollout(k_sample, logits, bank, prompts, config.num_generations, n_max,
-                             schedule=schedule, scale=scale, temperature=config.temperature)
+    prompts = sampler.choose(k_prompt, shape.batch_size)
+    out, info = dars_rollout(k_sample, sampler, prompts, shape.num_generations, n_max,
+                             schedule=schedule, scale=scale)
     f32 = jnp.float32
     rescued = (info.stage1_acc == 0) & (info.merged_acc > 0)
     totals = DarsTotals(totals.extra + info.extra.sum().astype(f32),
@@ -119,4 +118,4 @@ def _sample(key, logits, bank, config, totals: DarsTotals, *, schedule: str = "e
     return out, totals
 
 
-rollout_stages.register("dars", RolloutStage(_init, _sample))
+STAGE = RolloutStage(_init, _sample)

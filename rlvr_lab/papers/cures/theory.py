@@ -8,7 +8,7 @@ Everything below is closed form (checked against enumeration and Monte Carlo in 
 * the moments entering CurES' sigma: ``E|g_c|^2 = sum_{y in C} pi_y (1 - 2 pi_y + |pi|^2) / p``
   (same over the wrong set with ``1 - p``), ``|E g_c - E g_w|^2 = |pi_C / p - pi_W / (1-p)|^2``;
   ``sigma^2`` = variance of ``(r - p) g``
-  (:func:`rlvr_lab.allocation.cures.rollout_gradient_variance`).
+  (:func:`rlvr_lab.papers.cures.allocation.rollout_gradient_variance`).
 
 (b) Allocation. With the per-prompt mean over ``n_i`` rollouts and the oracle baseline ``p``,
 the stochastic gradient of ``sum_i p_i`` has total variance ``sum_i sigma_i^2 / n_i``
@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_lab.allocation.cures import rollout_gradient_variance
+from rlvr_lab.papers.cures.allocation import rollout_gradient_variance
 
 
 class GradientMoments(NamedTuple):

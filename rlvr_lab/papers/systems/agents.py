@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlvr_lab.systems.engine import DEFAULT_ENGINE, DONE, Engine, EngineConfig
-from rlvr_lab.systems.lengths import LogNormal, as_rng
+from rlvr_lab.papers.systems.engine import DEFAULT_ENGINE, DONE, Engine, EngineConfig
+from rlvr_lab.papers.systems.lengths import LogNormal, as_rng
 
 
 @dataclass(frozen=True)

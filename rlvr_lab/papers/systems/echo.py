@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvr_lab.systems.engine import (
+from rlvr_lab.papers.systems.engine import (
     ENGINE_PRESETS,
     TRAINER_PRESETS,
     Engine,
@@ -47,8 +47,8 @@ from rlvr_lab.systems.engine import (
 )
 
 ENGINE_4B, TRAINER_4B = ENGINE_PRESETS["4b"], TRAINER_PRESETS["4b"]
-from rlvr_lab.systems.lengths import as_rng
-from rlvr_lab.systems.policies import Workload, run_async
+from rlvr_lab.papers.systems.lengths import as_rng
+from rlvr_lab.papers.systems.policies import Workload, run_async
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from rlvr_lab.systems.engine import (
+from rlvr_lab.papers.systems.engine import (
     DEFAULT_ENGINE,
     DEFAULT_TRAINER,
     DONE,
@@ -28,7 +28,7 @@ from rlvr_lab.systems.engine import (
     Requests,
     TrainerConfig,
 )
-from rlvr_lab.systems.lengths import HeavyTailMix, as_rng
+from rlvr_lab.papers.systems.lengths import HeavyTailMix, as_rng
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Workload:
             raise ValueError(f"prompt_len={self.prompt_len!r} is not allowed; use an int >= 0")
         if not hasattr(self.lengths, "sample"):
             raise ValueError(f"lengths={self.lengths!r} is not allowed; use a law from "
-                             "rlvr_lab.systems.lengths")
+                             "rlvr_lab.papers.systems.lengths")
 
 
 class _Groups:

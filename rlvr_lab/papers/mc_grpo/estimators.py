@@ -1,4 +1,4 @@
-"""Extra advantage estimators for the MC-GRPO study (registered on import).
+"""Extra advantage estimators for the MC-GRPO study (registered by :mod:`rlvr_lab.papers.mc_grpo`).
 
 ``grpo_drop_one`` is the compute-matched baseline of the MC-GRPO repository: the group holds
 G+1 rollouts like MC-GRPO, the baseline is the mean of all G+1 rewards (the same information
@@ -29,8 +29,4 @@ def grpo_drop_one(rewards, mask=None, *, scale: str = "std", eps: float = 1e-6):
     last = jnp.max(jnp.where(valid, index, -1), axis=-1, keepdims=True)
     n = valid.sum(-1, keepdims=True)
     keep = valid & ~((index == last) & (n >= 2))
-    return adv, keep
-
-
-if "grpo_drop_one" not in advantages.names():
-    advantages.register("grpo_drop_one", grpo_drop_one)
+    return advantages.Advantages(adv, keep)

@@ -1,0 +1,179 @@
+"""E3 (rollout allocation and temperature) as a rollout stage, and E3's entropy-targeting loop.
+
+``rollout="e3"`` in a trainer config, on any :class:`~rlvr_lab.train.rollout.Sampler`: E3's
+rank-based allocation. Prompts are drawn uniformly, ranks come from each prompt's mean reward
+so far, recomputed once per epoch (``steps_per_epoch``, default K // B), the range widening
+per epoch from [G, G] by ``n_update`` to [``n_low``, ``n_high``]. Budget B·G.
+``cap_at_max`` defaults to True here (groups are padded to ``n_high``); the authors' code
+does not cap the floor term (see :mod:`rlvr_lab.papers.e3.allocation`). The state carries
+the same counters as the CurES stage (:func:`rlvr_lab.papers.cures.stage.all_incorrect_fraction`).
+
+:func:`make_temperature_train` is a separate, small training loop for E3's temperature rule
+on the prompt bank (each prompt a softmax over V answers, sampled at temperature T), since
+the bank trainer's temperature is static.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rlvr_lab import advantages
+from rlvr_lab._registry import check_choice
+from rlvr_lab.envs import prompt_bank
+from rlvr_lab.envs.prompt_bank import PromptBankConfig
+from rlvr_lab.models import tabular
+from rlvr_lab.papers.cures.stage import GroupCounters
+from rlvr_lab.papers.e3 import allocation as e3_alloc
+from rlvr_lab.train import rollout as rollout_stages
+from rlvr_lab.train.rollout import RolloutStage, Sampler, StageShape
+
+
+class E3State(NamedTuple):
+    reward_sum: jnp.ndarray
+    reward_count: jnp.ndarray
+    rank: jnp.ndarray
+    step: jnp.ndarray
+    counters: GroupCounters
+
+
+def _init(sampler: Sampler, shape: StageShape, *, n_update=2, n_low=4, n_high=12, steps_per_epoch=None,
+             cap_at_max=True):
+    e3_alloc.e3_schedule(0, shape.num_generations, n_update=n_update, n_low=n_low,
+                         n_high=n_high)  # validates the range
+    k = sampler.num_prompts
+    zeros = jnp.zeros((k,), jnp.float32)
+    return E3State(zeros, zeros, zeros, jnp.zeros((), jnp.int32), GroupCounters.zeros())
+
+
+def _sample(key, sampler: Sampler, shape: StageShape, state, *, n_update=2, n_low=4, n_high=12,
+               steps_per_epoch=None, cap_at_max=True):
+    B, G = shape
+    spe = max(sampler.num_prompts // B, 1) if steps_per_epoch is None else int(steps_per_epoch)
+    k_prompt, k_sample = jax.random.split(key)
+    epoch = state.step // spe
+    n_min = jnp.maximum(G - epoch * n_update, n_low)
+    n_max = jnp.minimum(G + epoch * n_update, n_high)
+    prompts = sampler.choose(k_prompt, B)
+    counts = e3_alloc.e3_counts(state.rank[prompts], B * G, n_min, n_max,
+                                cap_at_max=cap_at_max)
+    g_max = max(n_high, G)
+    batch = rollout_stages.padded_groups(k_sample, sampler, prompts, counts, g_max)
+    m = batch.mask.astype(jnp.float32)
+    reward_sum = state.reward_sum.at[prompts].add((batch.rewards * m).sum(-1))
+    reward_count = state.reward_count.at[prompts].add(m.sum(-1))
+    end_of_epoch = (state.step + 1) % spe == 0
+    new_rank = e3_alloc.e3_ranks(reward_sum / jnp.maximum(reward_count, 1), reward_count > 0)
+    rank = jnp.where(end_of_epoch, new_rank, state.rank)
+    counters = state.counters.add(batch.correct & batch.mask, batch.mask, batch.spent)
+    return batch, E3State(reward_sum, reward_count, rank, state.step + 1, counters)
+
+
+STAGE = RolloutStage(_init, _sample)
+
+
+# ----------------------------------------------------------------------------- E3 temperature
+TEMPERATURE_RULES = ("fixed", "e3")
+
+
+@dataclass(frozen=True)
+class TemperatureConfig:
+    """E3 temperature study on the prompt bank (one answer = one token of a V-way softmax).
+
+    ``rule``: "fixed" (T stays ``init_temperature``) or "e3" (entropy targeting, target = the
+    entropy at the first step, cosine-annealed to ``annealing_factor`` of it over the last
+    ``annealing_ratio`` of training when ``annealing``). Policy-gradient update (GRPO
+    advantages, on-policy) of ``log softmax(logits / T)``, Adam.
+    """
+
+    bank: PromptBankConfig = field(default_factory=PromptBankConfig)
+    num_steps: int = 200
+    batch_size: int = 32
+    num_generations: int = 8
+    learning_rate: float = 0.05
+    init_temperature: float = 1.0
+    rule: str = "e3"
+    annealing: bool = True
+    annealing_ratio: float = 0.4
+    annealing_factor: float = 0.9
+    pass_k: int = 8
+
+    def __post_init__(self):
+        for name in ("num_steps", "batch_size", "num_generations", "pass_k"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name}={v!r} must be a positive integer")
+        if self.batch_size > self.bank.num_prompts:
+            raise ValueError(f"batch_size={self.batch_size} must be <= bank.num_prompts="
+                             f"{self.bank.num_prompts}")
+        if self.bank.vocab_size < 3:
+            raise ValueError(f"bank.vocab_size={self.bank.vocab_size} must be >= 3 "
+                             f"(the rule divides by ln V + ln ln V)")
+        check_choice("rule", self.rule, TEMPERATURE_RULES)
+        for name in ("learning_rate", "init_temperature"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
+        if not 0 <= self.annealing_ratio <= 1 or not 0 < self.annealing_factor <= 1:
+            raise ValueError(f"annealing_ratio={self.annealing_ratio!r} must lie in [0, 1] and "
+                             f"annealing_factor={self.annealing_factor!r} in (0, 1]")
+
+    def replace(self, **changes) -> "TemperatureConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def make_temperature_train(config: TemperatureConfig):
+    """``train(key) -> (logits, metrics)``; metrics ``[num_steps]``: ``temperature``,
+    ``entropy`` (mean over the batch of the sampling policy's entropy, the quantity the rule
+    reads), ``bank_entropy`` (same over all prompts), ``target_entropy``, ``accuracy`` and
+    ``pass@k`` (exact, at the sampling temperature), ``all_incorrect_frac``."""
+    bank = prompt_bank.make_bank(config.bank)
+    B, G, V = config.batch_size, config.num_generations, config.bank.vocab_size
+    opt = optax.adam(config.learning_rate)
+
+    def loss_fn(logits, prompts, answers, adv, temperature):
+        logp = tabular.answer_log_prob(logits[prompts], answers, temperature)
+        return -(adv * logp).mean()
+
+    grad_fn = jax.grad(loss_fn)
+
+    def step(carry, inp):
+        logits, opt_state, temperature, target = carry
+        key, t = inp
+        k_prompt, k_sample = jax.random.split(key)
+        prompts = rollout_stages.choose_prompts(k_prompt, bank.num_prompts, B)
+        batch = rollout_stages.generate(k_sample, logits, bank, prompts, G, temperature)
+        adv = advantages.grpo(batch.rewards)
+        grads = grad_fn(logits, prompts, batch.answers, adv, temperature)
+        updates, opt_state = opt.update(grads, opt_state, logits)
+        logits = optax.apply_updates(logits, updates)
+        h_batch = tabular.entropy(logits[prompts], temperature).mean()
+        p = rollout_stages.BankSampler(logits, bank, temperature).success_probability()
+        # the code records the entropy of the first step as the target, then adapts
+        target = jnp.where(t == 0, h_batch, target)
+        goal = (e3_alloc.e3_target_entropy(t, target, config.num_steps,
+                                           annealing_ratio=config.annealing_ratio,
+                                           annealing_factor=config.annealing_factor)
+                if config.annealing else target)
+        new_t = e3_alloc.e3_temperature_update(temperature, h_batch, goal, V)
+        new_t = temperature if config.rule == "fixed" else jnp.where(t == 0, temperature, new_t)
+        _, all_w = rollout_stages.group_outcomes(batch.rewards)
+        out = {"temperature": temperature, "entropy": h_batch,
+               "bank_entropy": tabular.entropy(logits, temperature).mean(),
+               "target_entropy": goal, "accuracy": p.mean(),
+               f"pass@{config.pass_k}": (-jnp.expm1(config.pass_k * jnp.log1p(-p))).mean(),
+               "all_incorrect_frac": all_w.mean()}
+        return (logits, opt_state, new_t, target), out
+
+    def train(key):
+        t0 = jnp.asarray(config.init_temperature, jnp.float32)
+        carry = (bank.logits0, opt.init(bank.logits0), t0, jnp.zeros((), jnp.float32))
+        keys = jax.random.split(key, config.num_steps)
+        (logits, *_), metrics = jax.lax.scan(step, carry, (keys, jnp.arange(config.num_steps)))
+        return logits, metrics
+
+    return train
