@@ -351,7 +351,7 @@ def plot_vs_n(summary: pd.DataFrame, metric: str, ylabel: str, *, title: str, hl
                 ax.set_xlabel("rollouts N")
             if j == 0:
                 ax.set_ylabel(ylabel)
-    axes[0, -1].legend(loc="upper right", fontsize=6)
+    axes[0, -1].legend(loc="upper right", fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
@@ -378,7 +378,7 @@ def plot_terms(summary: pd.DataFrame, settings: list[str]):
                 ax.set_xlabel("rollouts N")
             if j == 0:
                 ax.set_ylabel("mean term / max sampled term")
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].legend(fontsize=8)
     fig.suptitle("Mass-balance terms vs N (mean over trials, first order, step eta)",
                  fontsize=10)
     fig.tight_layout()
@@ -410,7 +410,7 @@ def plot_relaxed(summary: pd.DataFrame):
             ax.set_title(f"{UPDATE_LABEL[upd].split(' (')[0]}: {lab}", fontsize=9)
             if i == 1:
                 ax.set_xlabel("rollouts N")
-    axes[0, 2].legend(fontsize=6, loc="center right")   # that panel is mostly empty
+    axes[0, 2].legend(fontsize=8, loc="center right")   # that panel is mostly empty
     fig.suptitle("Relaxed conditions: several steps, resampling each step (state after the "
                  "last step vs the initial policy)", fontsize=10)
     fig.tight_layout()
@@ -786,7 +786,7 @@ def plot_training(df: pd.DataFrame, res: dict, study: TrainingStudy):
     axes[2].set_ylabel("fraction of groups with all-equal rewards")
     axes[2].set_title("groups dynamic sampling would filter", fontsize=9)
     for ax in axes:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

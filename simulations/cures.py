@@ -115,7 +115,7 @@ def variance_figure(df: pd.DataFrame, shapes: dict):
         ax.bar(x - 0.27, d.analytic_oracle, 0.27, label="analytic, oracle baseline p")
         ax.bar(x, d.mc_oracle, 0.27, label="Monte Carlo, oracle baseline")
         ax.bar(x + 0.27, d.mc_rloo, 0.27, label="Monte Carlo, leave-one-out baseline")
-        ax.set_xticks(x, rules, rotation=35, ha="right", fontsize=7)
+        ax.set_xticks(x, rules, rotation=35, ha="right", fontsize=8)
         ax.set_ylabel("Σ_i tr Cov(ĝ_i)  (budget 8 per prompt)")
         ax.set_title(f"gradient variance by allocation — {bank_name} bank")
         if j == 0:
@@ -225,8 +225,9 @@ def sampling_figure(curves, table, per_prompt):
         ax.semilogx(ts, d.speedup_vs_uniform, marker + "-", label=f"{bank_name}: speed-up "
                     "(steps to target)")
         ax.semilogx(ts, d.is_efficiency, marker + ":", label=f"{bank_name}: IS efficiency")
-    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.axhline(1.0, color="grey", lw=0.8, label="uniform (speed-up) / optimum (efficiency)")
     ax.set_xlabel("CurES sampling temperature t")
+    ax.set_ylabel("ratio (1 = reference)")
     ax.set_title("CurES softmax vs uniform / vs the optimum")
     ax.legend()
     fig.tight_layout()
@@ -452,7 +453,7 @@ def study_figure(curves, summary, bank_name):
     axes[0].set_xlabel("rollouts spent (thousands; DAPO continues off the right edge)")
     axes[0].set_ylabel("mean accuracy over the bank (exact)")
     axes[0].set_title(f"accuracy at equal rollouts — {bank_name} bank")
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=8)
     axes[1].set_xlabel("rollouts spent (thousands)")
     axes[1].set_ylabel("mean policy entropy (nats)")
     axes[1].set_title("entropy")
@@ -462,11 +463,11 @@ def study_figure(curves, summary, bank_name):
                  label="all-incorrect groups (stage counters; DAPO: not tracked)")
     axes[2].barh(y + 0.2, s.zero_adv_frac, 0.4, color="#1b6ca8",
                  label="zero-advantage groups among valid (trainer)")
-    axes[2].set_yticks(y, s.arm, fontsize=7)
+    axes[2].set_yticks(y, s.arm, fontsize=8)
     axes[2].set_xlabel("fraction of groups over the run")
     axes[2].set_title("groups without learning signal")
     axes[2].set_xlim(0, 1)
-    axes[2].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13))
+    axes[2].legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     fig.tight_layout()
     return fig
 

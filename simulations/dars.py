@@ -355,11 +355,14 @@ def training_figure(result: dict):
                 axes[0, j].set_title(label)
                 axes[0, j].set_xlabel("step")
                 axes[1, j].set_xlabel("rollouts spent")
+                axes[0, j].set_ylabel(label)
+                axes[1, j].set_ylabel(label)
                 axes[1, j].set_xscale("log")
         budget = float(per_seed(result["final"], "GRPO N=8", "cum_rollouts").mean())
         for ax in axes[1]:
-            ax.axvline(budget, color="k", lw=0.8, alpha=0.5)
+            ax.axvline(budget, color="k", lw=0.8, alpha=0.5, label="GRPO N=8 budget")
         axes[0, 0].legend(ncol=2)
+        axes[1, 0].legend(handles=axes[1, 0].get_lines()[-1:])
         fig.tight_layout()
     return fig
 
@@ -392,6 +395,9 @@ def passk_figure(result: dict, s: StudySettings):
             axes[2].errorbar([1, 8, 32, 128], mean, half, color=color, ls=ls, label=method,
                              capsize=2)
         axes[2].set_title(f"pass@k − GRPO N=8 at equal budget ({budget:.0f} rollouts)")
+        axes[0].set_ylabel("final pass@k")
+        axes[1].set_ylabel("Δ pass@k vs GRPO N=8")
+        axes[2].set_ylabel("Δ pass@k vs GRPO N=8")
         axes[2].axhline(0, color="k", lw=0.8)
         for ax in axes:
             ax.set_xscale("log", base=2)

@@ -53,7 +53,7 @@ def temperature_figure(df):
     axes[2].set_ylabel("exact accuracy / pass@8 at the sampling T")
     for ax in axes:
         ax.set_xlabel("step")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     axes[0].set_title("entropy")
     axes[1].set_title("temperature")
     axes[2].set_title("accuracy")

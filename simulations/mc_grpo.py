@@ -97,49 +97,71 @@ def plot_median_map(table: pd.DataFrame):
                "flips, ref = population mean\nmean(G+1) − median(G+1)"),
               ("flip", "median", "mean (G)", f"flips, ref = population median\n{gain}"),
               ("zero", "mean", "mean (G)", f"zeroings, ref = population mean\n{gain}")]
-    fig, axes = plotting.subplots(1, 4, figsize=(17, 5.2), sharey=True)
-    for ax, (qty, ref, against, title) in zip(axes, panels):
+    fig, axes = plotting.subplots(2, 2, figsize=(13, 10.5), sharey=True)
+    for ax, (qty, ref, against, title) in zip(axes.ravel(), panels):
         gain = median_gain(table, reference=ref, quantity=qty, against=against)
         lim = max(float(np.nanmax(np.abs(gain.values))), 1e-3)
         im = ax.imshow(gain.values, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
         for (i, j), v in np.ndenumerate(gain.values):
-            ax.text(j, i, f"{v:+.3f}", ha="center", va="center", fontsize=6)
+            ax.text(j, i, f"{v:+.3f}", ha="center", va="center", fontsize=8)
         ax.set_xticks(range(gain.shape[1]), [str(g) for g in gain.columns])
         ax.set_yticks(range(gain.shape[0]), gain.index)
         ax.set_xlabel("G (rollouts in the loss)")
         ax.set_title(title)
         ax.grid(False)
-        fig.colorbar(im, ax=ax, shrink=0.6, label="blue: median better, red: worse")
+        fig.colorbar(im, ax=ax, shrink=0.8, label="blue: median better, red: worse")
     fig.suptitle("Where the median baseline helps (MC-GRPO): exact for discrete laws, "
-                 "Monte Carlo for continuous", y=1.02)
+                 "Monte Carlo for continuous")
     fig.tight_layout()
     return fig
 
 
+# the paper's worked example for the paper-like law: flip probability (mean G, median G+1)
+PAPER_FLIPS = {2: (0.100, 0.075), 4: (0.066, 0.078), 8: (0.055, 0.081)}
+
+
 def plot_flip_curves(table: pd.DataFrame, *, reference: str = "mean"):
-    """Small multiples: flip probability vs G per law for the three estimators (95% CI)."""
+    """Small multiples: flip probability vs G per law for the three estimators (95% CI).
+
+    Laws where no estimator ever flips a sign (binary rewards; a law whose mean sits on its
+    middle level) get no panel -- they would be flat at 0 -- and are named in the title."""
     t = table[table.reference == reference]
     laws = list(dict.fromkeys(t.law))
+    never = [law for law in laws if (t[t.law == law][["flip", "flip_hw"]].to_numpy() == 0).all()]
+    laws = [law for law in laws if law not in never]
     ncol = 4
     nrow = -(-len(laws) // ncol)
-    fig, axes = plotting.subplots(nrow, ncol, figsize=(4 * ncol, 2.8 * nrow), sharex=True)
+    fig, axes = plotting.subplots(nrow, ncol, figsize=(3.4 * ncol, 2.9 * nrow + 0.6),
+                                  sharex=True, squeeze=False)
     for ax, law in zip(np.ravel(axes), laws):
         for est in ESTIMATORS:
             d = t[(t.law == law) & (t.estimator == est)].sort_values("G")
             line, = ax.plot(d.G, d.flip, marker="o", ms=3, label=est)
             ax.fill_between(d.G, d.flip - d.flip_hw, d.flip + d.flip_hw,
                             color=line.get_color(), alpha=0.25, lw=0)
+        if "paper-like" in law and reference == "mean":
+            gs = list(PAPER_FLIPS)
+            ax.plot(gs, [PAPER_FLIPS[g][0] for g in gs], "kx", ms=6, label="paper: mean (G)")
+            ax.plot(gs, [PAPER_FLIPS[g][1] for g in gs], "k+", ms=8,
+                    label="paper: median (G+1)")
+            ax.legend(fontsize=8)
         ax.set_title(law + ("" if d.exact.iloc[0] else " (MC)"), fontsize=9)
         ax.set_xscale("log", base=2)
         ax.set_xticks(GROUP_SIZES, [str(g) for g in GROUP_SIZES])
     for ax in np.ravel(axes)[len(laws):]:
         ax.set_visible(False)
-    np.ravel(axes)[0].legend()
-    for ax in np.atleast_2d(axes)[:, 0]:
+    np.ravel(axes)[0].legend(fontsize=8)
+    for ax in axes[:, 0]:
         ax.set_ylabel("P(sign flip)")
-    for ax in np.atleast_2d(axes)[-1]:
+    for ax in axes[-1]:
         ax.set_xlabel("G")
-    fig.suptitle(f"Sign-flip probability per rollout (reference = population {reference})")
+    for ax in np.ravel(axes)[len(laws) - ncol:len(laws)]:
+        ax.xaxis.set_tick_params(labelbottom=True)
+        ax.set_xlabel("G")
+    title = f"Sign-flip probability per rollout (reference = population {reference})"
+    if never:
+        title += "\nno flips at any G (not shown): " + "; ".join(never)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -302,6 +324,12 @@ def plot_final(table: pd.DataFrame):
         x = np.log2(d.G) + (i - (len(methods) - 1) / 2) * 0.06
         ax.errorbar(x, d["mean"], yerr=d["ci95"], fmt="o-", capsize=3, ms=4, label=name)
     gs = sorted(table.G.unique())
+    ref = table[(table.method == "GRPO") & (table.G == max(gs))]
+    if len(ref) and max(gs) > min(gs):
+        # claim g2_matches_g8_within_1pct: MC-GRPO at G=2 within 1 point of GRPO at the top G
+        level = float(ref["mean"].iloc[0])
+        ax.axhspan(level - 0.01, level + 0.01, color="grey", alpha=0.2, lw=0,
+                   label=f"GRPO G={max(gs)} ± 1 point (claim)")
     ax.set_xticks(np.log2(gs), [str(g) for g in gs])
     ax.set(xlabel="G (rollouts in the loss; MC-GRPO and drop-1 sample G+1)",
            ylabel="final mean success probability", title="final accuracy, 95% CI over seeds")
@@ -477,35 +505,51 @@ def pitfall_configs(quick: bool) -> dict[str, BanditConfig]:
 
 
 def plot_pitfall(first: pd.DataFrame, curves: dict):
-    fig, axes = plotting.subplots(1, 4, figsize=(18, 3.9))
-    labels = [f"{o.split()[0]}\n{s}" for o in PITFALL_OPTIMIZERS for s in STUDY_SCALES
-              if ((first.optimizer == o) & (first.scale == s)).any()]
-    groups = [first[(first.optimizer == o) & (first.scale == s)]
-              for o in PITFALL_OPTIMIZERS for s in STUDY_SCALES
-              if ((first.optimizer == o) & (first.scale == s)).any()]
-    x = np.arange(len(groups))
-    for ax, col, title in ((axes[0], "clipped_frac", "after ONE step: share of non-zero-A\n"
+    fig, axes = plotting.subplots(2, 2, figsize=(12, 8.5))
+    combos = [(o, sc) for o in PITFALL_OPTIMIZERS for sc in STUDY_SCALES
+              if ((first.optimizer == o) & (first.scale == sc)).any()]
+    palette = plotting.STYLE["axes.prop_cycle"].by_key()["color"]
+    scale_color = {sc: palette[i] for i, sc in enumerate(STUDY_SCALES)}
+    x = np.arange(len(combos))
+    for ax, col, title in ((axes[0, 0], "clipped_frac", "after ONE step: share of non-zero-A\n"
                             "rollouts already outside the clip range"),
-                           (axes[1], "kl", "after ONE step: KL(new || old) per prompt")):
-        vals = [gr[col].to_numpy() for gr in groups]
-        mean = [v.mean() for v in vals]
-        half = [plotting.mean_ci(v)[1] for v in vals]
-        ax.bar(x, mean, yerr=half, capsize=3, color=[f"C{i % 3}" for i in range(len(x))])
-        ax.set_xticks(x, labels, fontsize=7)
-        ax.set_title(title)
-    axes[1].set_yscale("log")
+                           (axes[0, 1], "kl", "after ONE step: KL(new || old) per prompt")):
+        vals = [first[(first.optimizer == o) & (first.scale == sc)][col].to_numpy()
+                for o, sc in combos]
+        ax.bar(x, [v.mean() for v in vals], yerr=[plotting.mean_ci(v)[1] for v in vals],
+               capsize=3, color=[scale_color[sc] for _, sc in combos])
+        ax.set_xticks(x, [o for o, _ in combos])
+        ax.set(title=title, xlabel="optimizer (bar colour: advantage scale)",
+               ylabel="fraction of rollouts" if col == "clipped_frac" else "KL (nats)")
+    axes[0, 1].set_yscale("log")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=scale_color[sc]) for sc in STUDY_SCALES
+               if any(sc == c for _, c in combos)]
+    axes[0, 0].legend(handles, [f"scale {sc}" for sc in STUDY_SCALES
+                                if any(sc == c for _, c in combos)])
+    # a run without ratio clipping lies on top of its clipped twin (the point of the figure):
+    # same colour, dashed, one legend entry for both
+    twins = {name: name.replace("no clip (pg)", "PPO clip") for name in curves}
+    colors = {}
+    for name in curves:
+        colors.setdefault(twins[name], palette[len(colors) % len(palette)])
     for name, m in curves.items():
         steps = np.arange(m["accuracy"].shape[1])
-        # dashed: no ratio clipping; it lies on top of its clipped twin, which is the point
-        ls = "--" if "no clip" in name else (":" if "Adam" in name and "mad" in name else "-")
-        plotting.band(axes[2], steps, m["accuracy"], label=name, ls=ls)
-        plotting.band(axes[3], steps, m["entropy"], label=name, ls=ls)
-    axes[2].set(xlabel="step", ylabel="mean success probability", title="training, G+1=5")
-    axes[3].set(xlabel="step", ylabel="policy entropy (nats)", title="entropy")
-    axes[2].legend(fontsize=6)
+        dashed = twins[name] != name
+        kw = dict(color=colors[twins[name]], ls="--" if dashed else "-",
+                  label=None if dashed else name)
+        plotting.band(axes[1, 0], steps, m["accuracy"], **kw)
+        plotting.band(axes[1, 1], steps, m["entropy"], **kw)
+    axes[1, 0].set(xlabel="step", ylabel="mean success probability", title="training, G+1=5")
+    axes[1, 1].set(xlabel="step", ylabel="policy entropy (nats)", title="entropy")
+    handles, labels = axes[1, 0].get_legend_handles_labels()
+    if any(twins[n] != n for n in curves):
+        handles.append(plt.Line2D([], [], color="k", ls="--"))
+        labels.append("dashed: same run without ratio clipping (pg)")
+    fig.legend(handles, labels, loc="lower center", ncols=3, fontsize=9,
+               bbox_to_anchor=(0.5, 0.0))
     fig.suptitle("The mad scale with binary rewards: |A| = 1/eps = 1000 for the minority side "
-                 f"(one step: {', '.join(PITFALL_OPTIMIZERS)}; prompt bank, G+1=5)")
-    fig.tight_layout()
+                 "(prompt bank, G+1=5)")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 

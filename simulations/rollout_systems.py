@@ -179,7 +179,7 @@ def areal_figure(df: pd.DataFrame):
                 label=f"split {gen} gen + {train} train")
     ax.axhline(1, color="0.5", lw=0.8)
     ax.axhline(2.57, color="0.5", lw=0.8, ls="--")
-    ax.text(0, 2.62, "AReaL paper: up to 2.57×", fontsize=7, color="0.4")
+    ax.text(0, 2.62, "AReaL paper: up to 2.57×", fontsize=8, color="0.4")
     ax.set_xticks(x, [str(e) for e in best["eta"]])
     ax.set(xlabel="max staleness η", ylabel="speed-up (time per step)",
            title="AReaL: asynchronous speed-up vs η")
@@ -321,7 +321,7 @@ def echo_figure(util: pd.DataFrame, cost: pd.DataFrame):
     cx.bar(cost.order, cost.cost_per_step, color=["C2", "C1"])
     for i, r in enumerate(cost.itertuples()):
         cx.text(i, r.cost_per_step, f"U={r.simulated:.2f}\n{r.workers} workers",
-                ha="center", va="bottom", fontsize=7)
+                ha="center", va="bottom", fontsize=8)
     cx.set(ylabel="$ per learner step", title="activation order, S=6",
            ylim=(0, 1.25 * float(cost.cost_per_step.max())))
     return fig
