@@ -40,8 +40,9 @@ Every action counts as one step (one real interaction), including those that cha
 task ``k < num_reach_tasks`` is "reach page ``task_page[k]``" (distinct NAV pages, never home),
 the others are "submit the form with value ``task_value[k]``" (distinct values). The
 verifiable check :func:`is_success` of an observation: a reach task succeeds as soon as the
-observation shows the target page (however it was reached, ``back`` included); a form task
-succeeds on ``CONFIRM(task_value)``. The reward is 1 on the step that succeeds and 0
+observation after a step shows the target page (field empty; a failed load is not an
+arrival); a form task succeeds on ``CONFIRM(task_value)``, i.e. submitting the form with that
+value. The reward is 1 on the step that succeeds and 0
 otherwise (sparse, terminal).
 
 **Episode end.** An episode starts on home with an empty field and ends (``done``) on
