@@ -90,6 +90,15 @@ def test_quick_switch_and_output_folder(py):
     assert "figures_dir(" not in text and "default_out_dir(" not in text
 
 
+@pytest.mark.parametrize("raw, quick", [("1", True), ("true", True), ("0", False),
+                                         ("false", False), ("", False)])
+def test_quick_switch_values(monkeypatch, raw, quick):
+    from rlvr_lab.io import quick_mode
+
+    monkeypatch.setenv("RLVR_LAB_QUICK", raw)
+    assert quick_mode() is quick
+
+
 def test_house_style_keeps_interactive_state():
     was = matplotlib.is_interactive()
     try:
