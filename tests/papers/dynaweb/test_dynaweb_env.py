@@ -163,23 +163,6 @@ def test_generated_site_invariants(seed):
     assert all(np.asarray(p.task_page)[3:] == np.nonzero(kinds == W.FORM)[0][0])
 
 
-def test_expert_solves_every_task_on_a_deterministic_site():
-    from rlvr_lab.papers.dynaweb import world_model as wm
-
-    cfg = W.SiteConfig(num_pages=12, load_fail_prob=0.0, max_steps=15)
-
-    @jax.jit
-    def expert_success(key):
-        p = W.generate_site(key, cfg)
-        probs = jax.nn.one_hot(W.expert_actions(p), p.num_actions)
-        T = W.transition_tensor(p)
-        return jax.vmap(lambda q, k: wm.success_probability(q, T, p, k, cfg.max_steps))(
-            probs, jnp.arange(p.num_tasks))
-
-    for seed in range(3):
-        np.testing.assert_allclose(expert_success(jax.random.key(seed)), 1.0, atol=1e-6)
-
-
 def test_same_key_same_site_and_steps():
     cfg = W.SiteConfig()
     a = GENERATE(jax.random.key(11), cfg)
@@ -188,9 +171,6 @@ def test_same_key_same_site_and_steps():
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(x, y)
     assert not all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(c)))
-    many = jax.jit(jax.vmap(lambda k: W.generate_site(k, cfg)))(
-        jax.random.split(jax.random.key(0), 4))
-    assert many.links.shape == (4, cfg.num_pages, cfg.num_links)
     actions = [0, 1, 2, 0, 7, 3, 6, 1]
     assert play(a, 1, actions, key=4)[0] == play(b, 1, actions, key=4)[0]
 
