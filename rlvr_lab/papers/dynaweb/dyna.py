@@ -3,19 +3,28 @@
 One training step of one arm (``make_train(config) -> train(key, arm)``, all in
 ``lax.scan``):
 
-1. roll out ``group_size`` real episodes per task with the current policy (``toy_web.step``);
-   the real-only arm trains on them and counts all their interactions; a dreaming arm counts
-   (and logs into the world model's counts) only the first ``refresh_episodes`` of each task,
-   and only at refresh steps;
-2. roll out ``group_size`` dreamed episodes per task in the world model
-   (``world_model.predict`` mixed with hallucinations at ``model_noise``): the next
-   observation is sampled from the model, and the same verifiable success check ends a dream;
-3. replace each dreamed slot, with probability ``expert_ratio``, by a trajectory drawn from the
-   logged expert set;
+1. roll out ``group_size`` real episodes per task with the current policy in the site, and
+   ``group_size`` dreamed episodes per task in the world model (``world_model.predict`` of
+   the counts so far, mixed with hallucinations at ``model_noise``), in one batch: real
+   episodes draw the next observation from the site's exact law, dreams from the model's,
+   and the same verifiable success check ends both;
+2. the real-only arm trains on its real episodes and counts all their interactions; a
+   dreaming arm counts, and logs into the world model's counts, only the first
+   ``refresh_episodes`` real episodes of each task and only at refresh steps (every
+   ``refresh_every`` steps from step 0) -- the others are drawn and discarded (fixed shapes
+   under ``vmap``). A refresh therefore reaches the dreams of the next step; the dreams of
+   step 0 run in the empty model (every action predicts "nothing changes") and teach nothing;
+3. each dreamed slot is replaced, with probability ``expert_ratio``, by a trajectory drawn
+   from the logged expert set (``toy_web.expert_actions`` played in the site once, before
+   training);
 4. GRPO group advantages over whole trajectories (``advantages.grpo`` on the sparse success
    reward, one group per task) and the sequence-level GSPO loss (``losses.gspo``,
-   ``seq-mean-token-mean`` aggregation; ``ppo_clip`` optional), one Adam step on the tabular
-   policy ``logits[task, observation, action]``.
+   ``seq-mean-token-mean`` aggregation; ``ppo_clip`` optional) with the current policy as
+   the behaviour policy (one update per batch, ratio 1), one Adam step on the tabular policy
+   ``logits[task, observation, action]``.
+
+All random draws of a step come from one ``jax.random.uniform`` call (inverse-CDF sampling):
+each random call adds compile time, and compilation dominates the cost of a run.
 
 Evaluation is exact: the success probability of the policy on the true site
 (``world_model.success_probability``), not a sampled estimate. The policy starts uniform.
