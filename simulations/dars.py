@@ -89,6 +89,7 @@ def theory_figure(curves: pd.DataFrame, table: pd.DataFrame):
             for curve, (color, ls) in styles.items():
                 d = curves[(curves.curve == curve) & (curves.scale == scale)]
                 ax.plot(d.p, d.sum_abs_adv, color=color, ls=ls, label=curve)
+            ax.axvline(0.5, color="grey", lw=0.8, ls=":", label="a = 0.5 (claimed peak)")
             ax.set_xlabel("accuracy a (plug-in) / true p (expected)")
             ax.set_ylabel("cumulative advantage  Σ|A|")
             ax.set_title(f"N={N_STAGE1}, scale={scale!r}")
