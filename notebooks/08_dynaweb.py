@@ -33,9 +33,6 @@
 
 # %%
 from rlvr_lab.io import quick_mode
-
-QUICK = quick_mode()
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,10 +40,10 @@ import pandas as pd
 
 from rlvr_lab import plotting
 from rlvr_lab.envs import toy_web as W
-from rlvr_lab.papers import dynaweb as DW
 from rlvr_lab.papers.dynaweb import dyna, world_model as wm
 from simulations import dynaweb as S
 
+QUICK = quick_mode()
 SEEDS = 4 if QUICK else 8
 pd.set_option("display.width", 200)
 print("quick" if QUICK else "full", "mode,", SEEDS, "seeds")
@@ -172,7 +169,7 @@ for arm in ("real", "dream", f"expert {S.CLAIM_RATIO:g}"):
 ax.axhline(summary.initial_success.mean(), color="k", ls=":", lw=1, label="uniform start")
 ax.set(xscale="log", xlabel="cumulative real interactions",
        ylabel="exact success (mean over tasks)", title="success per real interaction")
-ax.legend(loc="lower right");
+ax.legend(loc="lower right")
 
 # %% [markdown]
 # Dreaming reaches a success that real-only RL needs several times more real interactions to
@@ -264,6 +261,7 @@ pd.DataFrame([{"claim": c.id, "measured": round(c.measured, 4), "verdict": c.ver
 # <details><summary>Solution</summary>
 #
 # ```python
+# from rlvr_lab.papers import dynaweb as DW
 # slow = config.replace(refresh_every=30)
 # _, t30, _ = S.run_study(jax.random.key(0), SEEDS, slow, [("real", DW.real_arm()),
 #                                                         ("dream", DW.dream_arm())])

@@ -259,7 +259,8 @@ def ratio_figure(table):
             claims=("imagination_sample_efficiency", "expert_raises_final_success",
                     "expert_lowers_seed_variance", "dreaming_harmful_above_error_threshold"))
 def run(ctx):
-    """Dyna on a toy web: dreaming vs real-only at equal real interactions, expert share, model error."""
+    """Dyna on a toy web: dreaming vs real-only at equal real interactions, expert share,
+    model error."""
     config = study_config(ctx.quick)
     curves, table, k_err = run_study(ctx.key(0), ctx.seeds, config, arm_specs(ctx.quick))
     sweep = error_sweep(table)

@@ -305,16 +305,16 @@ def _decode(obs, params: EnvParams):
 
 def transition_tensor(params: EnvParams):
     """[O, A, O] exact law of the next observation; terminal observations are absorbing."""
-    O, A = params.num_obs, params.num_actions
-    obs = jnp.arange(O)
+    n_obs, n_act = params.num_obs, params.num_actions
+    obs = jnp.arange(n_obs)
     page, field = _decode(obs, params)
     nxt, may_fail = jax.vmap(lambda p, f: jax.vmap(lambda a: _outcome(p, f, a, params))(
-        jnp.arange(A)))(page, field)
+        jnp.arange(n_act)))(page, field)
     nxt = jnp.where(terminal_obs_mask(params)[:, None], obs[:, None], nxt)
     may_fail = may_fail & ~terminal_obs_mask(params)[:, None]
     fail = jnp.where(may_fail, params.load_fail_prob, 0.0)
-    loaded = jax.nn.one_hot(nxt, O) * (1.0 - fail)[..., None]
-    stay = jax.nn.one_hot(jnp.broadcast_to(obs[:, None], (O, A)), O) * fail[..., None]
+    loaded = jax.nn.one_hot(nxt, n_obs) * (1.0 - fail)[..., None]
+    stay = jax.nn.one_hot(jnp.broadcast_to(obs[:, None], (n_obs, n_act)), n_obs) * fail[..., None]
     return loaded + stay
 
 

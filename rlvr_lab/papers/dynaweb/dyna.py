@@ -179,7 +179,7 @@ def make_train(config: DynaConfig):
     def train(key, arm: Arm):
         k_site, k_expert, k_noise, k_loop = jax.random.split(key, 4)
         params = toy_web.generate_site(k_site, config.site)
-        K, O, A = params.num_tasks, params.num_obs, params.num_actions
+        K = params.num_tasks
         true_law = toy_web.transition_tensor(params)
         hallucination = wm.hallucination_table(k_noise, params)
         expert = collect_expert(k_expert, params, config.expert_episodes, H)
@@ -229,7 +229,7 @@ def make_train(config: DynaConfig):
                 horizon_error=wm.k_step_errors(law, true_law, uniform, params, H)[-1])
             return (logits, opt_state, counts, interactions), metrics
 
-        logits = jnp.zeros((K, O, A), jnp.float32)
+        logits = jnp.zeros((K, params.num_obs, params.num_actions), jnp.float32)
         carry = (logits, optimizer.init(logits), wm.empty_counts(params), jnp.zeros((), jnp.int32))
         keys = jax.random.split(k_loop, config.num_steps)
         (logits, _, counts, _), metrics = jax.lax.scan(

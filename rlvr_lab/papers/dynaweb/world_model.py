@@ -40,9 +40,9 @@ def update_counts(counts, obs, actions, next_obs, mask):
 
 def predict(counts, params: toy_web.EnvParams):
     """[O, A, O] the model's law of the next observation (module doc)."""
-    O, A = params.num_obs, params.num_actions
+    n_obs, n_act = params.num_obs, params.num_actions
     n = counts.sum(-1, keepdims=True)
-    stay = jnp.broadcast_to(jnp.eye(O)[:, None, :], (O, A, O))
+    stay = jnp.broadcast_to(jnp.eye(n_obs)[:, None, :], (n_obs, n_act, n_obs))
     learned = counts / jnp.maximum(n, 1.0)
     live = ~toy_web.terminal_obs_mask(params)[:, None, None]
     return jnp.where((n > 0) & live, learned, stay)
@@ -51,13 +51,13 @@ def predict(counts, params: toy_web.EnvParams):
 def hallucination_table(key, params: toy_web.EnvParams):
     """[O, A, O] one-hot: each live ``(o, a)`` jumps to a reachable observation drawn uniformly
     (terminal rows stay absorbing)."""
-    O, A = params.num_obs, params.num_actions
+    n_obs, n_act = params.num_obs, params.num_actions
     allowed = toy_web.reachable_obs_mask(params)
-    u = jax.random.uniform(key, (O, A))
+    u = jax.random.uniform(key, (n_obs, n_act))
     target = jax.vmap(jax.vmap(lambda x: toy_web.uniform_choice(x, allowed)))(u)
     terminal = toy_web.terminal_obs_mask(params)
-    target = jnp.where(terminal[:, None], jnp.arange(O)[:, None], target)
-    return jax.nn.one_hot(target, O)
+    target = jnp.where(terminal[:, None], jnp.arange(n_obs)[:, None], target)
+    return jax.nn.one_hot(target, n_obs)
 
 
 def with_noise(model, hallucination, noise):

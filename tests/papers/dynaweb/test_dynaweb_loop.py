@@ -131,14 +131,14 @@ def _np_loss_grad(logits, obs, act, valid, success):
 @settings(max_examples=8, deadline=None)
 @given(seed=hs.integers(0, 2**16))
 def test_loss_gradient_matches_float64_numpy(seed):
-    K, G, H, O, A = 2, 4, 5, 6, 3
+    K, G, H, n_obs, n_act = 2, 4, 5, 6, 3
     rng = np.random.default_rng(seed)
-    obs = rng.integers(0, O, (K, G, H))
-    act = rng.integers(0, A, (K, G, H))
+    obs = rng.integers(0, n_obs, (K, G, H))
+    act = rng.integers(0, n_act, (K, G, H))
     lengths = rng.integers(1, H + 1, (K, G))
     valid = np.arange(H)[None, None] < lengths[..., None]
     success = rng.random((K, G)) < 0.5
-    logits = rng.normal(size=(K, O, A)).astype(np.float32)
+    logits = rng.normal(size=(K, n_obs, n_act)).astype(np.float32)
     traj = dyna.Trajectory(jnp.asarray(obs), jnp.asarray(act), jnp.asarray(obs),
                            jnp.asarray(valid), jnp.asarray(success))
     grad = _grad(jnp.asarray(logits), traj)
