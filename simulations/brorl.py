@@ -408,6 +408,11 @@ def plot_relaxed(summary: pd.DataFrame):
             ax.set_xscale("log", base=2)
             ax.set_ylim(-0.03, 1.03)
             ax.set_title(f"{UPDATE_LABEL[upd].split(' (')[0]}: {lab}", fontsize=9)
+            ax.set_ylabel("probability" if lab.startswith("P(") else "fraction")
+            values = summary[summary["update"] == upd][metrics[j][0]]
+            if (values == 0).all():  # say it, so a flat line at 0 is not read as missing data
+                ax.text(0.5, 0.5, "0 at every N and setting", transform=ax.transAxes,
+                        ha="center", va="center", color="0.4")
             if i == 1:
                 ax.set_xlabel("rollouts N")
     axes[0, 2].legend(fontsize=8, loc="center right")   # that panel is mostly empty
