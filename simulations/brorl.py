@@ -411,7 +411,7 @@ def plot_relaxed(summary: pd.DataFrame):
             ax.set_ylabel("probability" if lab.startswith("P(") else "fraction")
             values = summary[summary["update"] == upd][metrics[j][0]]
             if (values == 0).all():  # say it, so a flat line at 0 is not read as missing data
-                ax.text(0.5, 0.5, "0 at every N and setting", transform=ax.transAxes,
+                ax.text(0.5, 0.12, "0 at every N and setting", transform=ax.transAxes,
                         ha="center", va="center", color="0.4")
             if i == 1:
                 ax.set_xlabel("rollouts N")
