@@ -8,8 +8,8 @@ the figures. Run after any change of a notebook or of the library it calls:
     nice -n 10 python notebooks/execute.py 02 05      # only those whose name starts so
 
 For each notebook: the ``.ipynb`` inputs are first brought in line with the ``.py``
-(``jupytext --sync``, which keeps the existing cell ids, so an edit does not rewrite every
-id), then it is executed with ``RLVR_LAB_QUICK=1`` in ``notebooks/`` and written in place.
+(``jupytext --update --to ipynb``, which keeps the existing cell ids, so an edit does not
+rewrite every id), then it is executed with ``RLVR_LAB_QUICK=1`` in ``notebooks/`` and written in place.
 A notebook in which a cell that makes a figure shows no image fails the run (see
 :func:`figure_report`; ``tests/core/test_notebooks.py`` checks the committed outputs the same
 way).
@@ -67,7 +67,10 @@ def execute(py: Path, timeout: int = 900) -> dict:
     from nbclient import NotebookClient
 
     ipynb = py.with_suffix(".ipynb")
-    subprocess.run([sys.executable, "-m", "jupytext", "--sync", "--quiet", str(py)], check=True)
+    # .py -> .ipynb whatever the timestamps (a fresh clone has arbitrary ones); --update
+    # keeps the existing cell ids and outputs of unchanged cells
+    subprocess.run([sys.executable, "-m", "jupytext", "--update", "--to", "ipynb", "--quiet",
+                    str(py)], check=True)
     nb = nbformat.read(ipynb, as_version=4)
     env = {"RLVR_LAB_QUICK": "1", "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
     old = {k: os.environ.get(k) for k in (*env, "MPLBACKEND")}
