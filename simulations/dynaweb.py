@@ -297,7 +297,7 @@ def claims_from(table, sweep, threshold, crossings=None):
                paper_ref=f"{REF} abstract", reason=(
                    f"gain {gain}; dream used {spent.mean():.0f} real steps on average; "
                    f"real-only needs x{np.median(matched):.1f} (median over seeds) as many to "
-                   f"reach the dream arm's final success{note}"), **common)
+                   f"reach the dream arm's final success; {control.reason}{note}"), **common)
 
     diff = stats.paired_difference(per_seed(table, expert, "final_success"),
                                    per_seed(table, "dream", "final_success"))

@@ -133,6 +133,7 @@ class EnvParams:
     task_value: jnp.ndarray   # [K] int32: the value to submit (form), -1 (reach)
     load_fail_prob: float | jnp.ndarray = 0.3
     max_steps: int | jnp.ndarray = 10
+    num_values: int = struct.field(pytree_node=False, default=3)  # static: fixes obs layout
 
     @property
     def num_pages(self) -> int:
@@ -141,13 +142,6 @@ class EnvParams:
     @property
     def num_links(self) -> int:
         return self.links.shape[-1]
-
-    @property
-    def num_values(self) -> int:
-        # the unused slots are never needed: values are 0..V-1 with V fixed at generation
-        return self._num_values
-
-    _num_values: int = struct.field(pytree_node=False, default=3)
 
     @property
     def num_tasks(self) -> int:
@@ -215,7 +209,7 @@ def generate_site(key, config: SiteConfig) -> EnvParams:
     return EnvParams(links=links.astype(jnp.int32), parent=parent, page_type=page_type,
                      flaky=flaky, task_kind=task_kind, task_page=task_page,
                      task_value=task_value, load_fail_prob=config.load_fail_prob,
-                     max_steps=config.max_steps, _num_values=V)
+                     max_steps=config.max_steps, num_values=V)
 
 
 # ----------------------------------------------------------------------------- observations

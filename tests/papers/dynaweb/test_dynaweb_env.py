@@ -5,6 +5,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from rlvr_lab.envs import toy_web as W
 
@@ -28,7 +30,7 @@ def hand_site(load_fail_prob=0.0, max_steps=10):
         flaky=jnp.array([False, False, False, False, True]),
         task_kind=jnp.array([W.REACH_TASK, W.REACH_TASK, W.FORM_TASK]),
         task_page=jnp.array([4, 3, 1]), task_value=jnp.array([-1, -1, 2]),
-        load_fail_prob=load_fail_prob, max_steps=max_steps, _num_values=V)
+        load_fail_prob=load_fail_prob, max_steps=max_steps, num_values=V)
 
 
 def play(params, task, actions, key=0):
@@ -184,3 +186,36 @@ def test_same_key_same_site_and_steps():
 def test_bad_site_config_is_rejected(bad, word):
     with pytest.raises(ValueError, match=word):
         W.SiteConfig(**bad)
+
+
+@jax.jit
+def _episode(key, actions):
+    """Play ``actions`` on a generated flaky site; per step (obs, reward, done, interaction,
+    t, success) and the site."""
+    p = W.generate_site(key, W.SiteConfig(num_pages=8, flaky_frac=0.5, load_fail_prob=0.5,
+                                          max_steps=8))
+    _, state = W.reset(key, p)
+
+    def one(state, x):
+        a, k = x
+        obs, state, r, done, info = W.step(k, state, a, p)
+        return state, (obs, r, done, info["interaction"], state.t, state.success,
+                       W.is_success(obs, state.task, p))
+
+    _, out = jax.lax.scan(one, state, (actions, jax.random.split(key, actions.shape[0])))
+    return out, W.reachable_obs_mask(p)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=hs.integers(0, 2**16), actions=hs.lists(hs.integers(0, L + V + 1), min_size=12,
+                                                    max_size=12))
+def test_episode_invariants(seed, actions):
+    (obs, r, done, live, t, success, check), reachable = _episode(jax.random.key(seed),
+                                                                   jnp.array(actions))
+    obs, r, done, live, t = map(np.asarray, (obs, r, done, live, t))
+    assert np.asarray(reachable)[obs].all()                       # never an impossible page
+    assert np.all(np.diff(done.astype(int)) >= 0)                  # done is absorbing
+    assert np.array_equal(live[1:], ~done[:-1]) and live[0]        # interactions until done
+    assert np.array_equal(t, np.cumsum(live)) and t.max() <= 8     # one step per interaction
+    assert r.sum() <= 1 and np.array_equal(r > 0, live & np.asarray(check))
+    assert bool(np.asarray(success)[-1]) == (r.sum() == 1)
