@@ -28,7 +28,9 @@ each random call adds compile time, and compilation dominates the cost of a run.
 
 Evaluation is exact: the success probability of the policy on the true site
 (``world_model.success_probability``), not a sampled estimate. The policy starts uniform.
-A "real interaction" is one ``toy_web.step`` of a live episode.
+A "real interaction" is one step of a live episode in the site (what ``toy_web.step`` flags
+as ``info["interaction"]``); the tests check that sampling the exact law and stepping the
+environment give the same episodes in distribution.
 """
 from __future__ import annotations
 
