@@ -95,7 +95,13 @@ def main(argv: list[str]) -> int:
     chosen = [p for p in sources() if not argv or any(p.name.startswith(a) for a in argv)]
     failed = []
     for py in chosen:
-        report = execute(py)
+        try:
+            report = execute(py)
+        except Exception as err:  # a failing cell: report it, leave the .ipynb as it was
+            print(f"{py.stem}: FAILED, outputs not written: {type(err).__name__}: "
+                  f"{str(err).strip().splitlines()[-1][:300]}", flush=True)
+            failed.append(py.stem)
+            continue
         print(f"{py.stem}: {report['figure_cells']} figure cells, {report['image_cells']} "
               f"with an image ({report['images']} images)"
               + (f"; MISSING in cells {report['missing']}" if report["missing"] else "")
@@ -104,7 +110,7 @@ def main(argv: list[str]) -> int:
         if report["missing"] or report["unexpected"]:
             failed.append(py.stem)
     if failed:
-        print("figure check failed:", ", ".join(failed))
+        print("failed (execution or figure check):", ", ".join(failed))
     return 1 if failed else 0
 
 
