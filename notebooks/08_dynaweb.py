@@ -227,8 +227,8 @@ pd.DataFrame([{"claim": c.id, "measured": round(c.measured, 4), "verdict": c.ver
 
 # %% [markdown]
 # The paper reports gains on WebArena and WebVoyager; its abstract gives no number, so the
-# toy values above stand alone. In quick mode (4 seeds) some intervals are too wide to decide;
-# the full run (8 seeds) decides all four.
+# toy values above stand alone. In quick mode (4 seeds) some intervals can be too wide to
+# decide (verdict "inconclusive"); `rlvr-lab run dynaweb` uses 8 seeds and 150 steps.
 #
 # ## Exercises
 #
