@@ -495,7 +495,7 @@ def pitfall_configs(quick: bool) -> dict[str, BanditConfig]:
         return base.replace(advantage_options=(("scale", scale),), **kw)
 
     configs = {"SGD, PPO clip, mad": mc("mad"), "SGD, PPO clip, std": mc("std"),
-               "SGD, no clip (pg), mad": mc("mad", loss_type="pg")}
+               "SGD, no clip (pg), mad": mc("mad", policy_loss="pg")}
     if not quick:
         configs |= {"SGD, PPO clip, none": mc("none"),
                     "SGD, PPO clip + grad-norm 1, mad": mc("mad", max_grad_norm=1.0),
@@ -516,8 +516,10 @@ def plot_pitfall(first: pd.DataFrame, curves: dict):
                            (axes[0, 1], "kl", "after ONE step: KL(new || old) per prompt")):
         vals = [first[(first.optimizer == o) & (first.scale == sc)][col].to_numpy()
                 for o, sc in combos]
-        ax.bar(x, [v.mean() for v in vals], yerr=[plotting.mean_ci(v)[1] for v in vals],
-               capsize=3, color=[scale_color[sc] for _, sc in combos])
+        means = [v.mean() for v in vals]
+        bars = ax.bar(x, means, yerr=[plotting.mean_ci(v)[1] for v in vals], capsize=3,
+                      color=[scale_color[sc] for _, sc in combos])
+        ax.bar_label(bars, [f"{m:.2g}" for m in means], fontsize=8, padding=2)
         ax.set_xticks(x, [o for o, _ in combos])
         ax.set(title=title, xlabel="optimizer (bar colour: advantage scale)",
                ylabel="fraction of rollouts" if col == "clipped_frac" else "KL (nats)")
@@ -539,8 +541,11 @@ def plot_pitfall(first: pd.DataFrame, curves: dict):
                   label=None if dashed else name)
         plotting.band(axes[1, 0], steps, m["accuracy"], **kw)
         plotting.band(axes[1, 1], steps, m["entropy"], **kw)
-    axes[1, 0].set(xlabel="step", ylabel="mean success probability", title="training, G+1=5")
+    # with few seeds the t bands can leave the possible range; keep the axes to it
+    axes[1, 0].set(xlabel="step", ylabel="mean success probability", title="training, G+1=5",
+                   ylim=(0, 1))
     axes[1, 1].set(xlabel="step", ylabel="policy entropy (nats)", title="entropy")
+    axes[1, 1].set_ylim(bottom=0)
     handles, labels = axes[1, 0].get_legend_handles_labels()
     if any(twins[n] != n for n in curves):
         handles.append(plt.Line2D([], [], color="k", ls="--"))

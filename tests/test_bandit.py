@@ -107,9 +107,9 @@ def test_learning_raises_accuracy():
 
 @pytest.mark.parametrize("changes", [
     dict(advantage="mc_grpo", num_generations=5, num_minibatches=1),
-    dict(loss_type="gspo", epsilon=3e-4, epsilon_high=4e-4, loss_agg_mode="seq-mean-token-sum"),
-    dict(loss_type="cispo", beta=0.04, kl_estimator="k2"),
-    dict(loss_type="pg", optimizer="sgd", learning_rate=1.0, max_grad_norm=1.0),
+    dict(policy_loss="gspo", epsilon=3e-4, epsilon_high=4e-4, loss_agg_mode="seq-mean-token-sum"),
+    dict(policy_loss="cispo", beta=0.04, kl_estimator="k2"),
+    dict(policy_loss="pg", optimizer="sgd", learning_rate=1.0, max_grad_norm=1.0),
     dict(rollout="dynamic_sampling", rollout_options=(("max_rounds", 2),), epsilon_high=0.28),
     dict(scale_rewards="batch", clip_ratio_c=3.0, advantage="grpo"),
     dict(advantage="reinforce_pp_baseline", temperature=0.7),
@@ -142,9 +142,9 @@ def test_dynamic_sampling_masks_uninformative_groups_and_counts_rounds():
 
 @pytest.mark.parametrize("bad, message", [
     (dict(num_generations=0), "num_generations=0"),
-    (dict(batch_size=100), "batch_size=100"),
+    (dict(batch_size=100), "num_prompts=100"),
     (dict(advantage="nope"), "unknown advantage estimator 'nope'"),
-    (dict(loss_type="nope"), "unknown policy loss 'nope'"),
+    (dict(policy_loss="nope"), "unknown policy loss 'nope'"),
     (dict(loss_agg_mode="mean"), "loss_agg_mode='mean'"),
     (dict(scale_rewards="std"), "scale_rewards='std'"),
     (dict(optimizer="adamm"), "optimizer='adamm'"),
@@ -152,7 +152,13 @@ def test_dynamic_sampling_masks_uninformative_groups_and_counts_rounds():
     (dict(kl_estimator="k4"), "unknown KL estimator 'k4'"),
     (dict(learning_rate=-1.0), "learning_rate=-1.0"),
     (dict(clip_ratio_c=0.5), "clip_ratio_c=0.5"),
-    (dict(num_steps=2.5), "num_steps=2.5"),
+    (dict(num_steps=2.5), "steps=2.5"),
+    (dict(loss_type="ppo_clip"), "loss_type=.ppo_clip. is not allowed"),
+    (dict(epsilon=1.0), "epsilon=1.0"),
+    (dict(learning_rate=float("inf")), "learning_rate=inf"),
+    (dict(num_generations=True), "num_generations=True"),
+    (dict(unknown_option=1), "unknown option .unknown_option."),
+    (dict(steps=3, max_steps=4), "max_steps=4 conflicts with steps=3"),
 ])
 def test_config_errors_name_the_bad_value(bad, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -99,7 +99,7 @@ def test_equal_rewards_leave_the_policy_unchanged(base):
 def test_rewarded_completion_becomes_more_likely(base, loss, agg):
     rewards = np.zeros((4, 4))
     rewards[:, 0] = 1.0  # the first completion of every group is "correct"
-    config = dataclasses.replace(RL, loss=loss, loss_agg_mode=agg, learning_rate=1e-4)
+    config = RL.replace(policy_loss=loss, loss_agg_mode=agg, learning_rate=1e-4)
     batch, new, _ = _one_update(base, rewards, config)
     before = T.score(base, batch.prompts, batch.prompt_valid, batch.tokens)
     after = T.score(new.policy, batch.prompts, batch.prompt_valid, batch.tokens)

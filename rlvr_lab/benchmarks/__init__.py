@@ -1,13 +1,13 @@
 """Performance measures for ``rlvr-lab bench``: each is a ratio of two speeds in one run.
 
-A measure is ``fn(quick: bool) -> Measure`` registered with :func:`benchmark` in a module of
-this package; ``rlvr-lab bench`` imports every module here and prints one line per measure as
+A measure is ``fn(quick: bool) -> Measure`` registered with :func:`benchmark` (category
+``benchmark`` of the one registry) in a module of this package listed in ``MODULES``;
+``rlvr-lab bench`` imports them and prints one line per measure as
 ``NAME: RATIO x (details)``. Ratios, not absolute timings, so lines compare across machines.
 """
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -15,6 +15,7 @@ from typing import Callable
 from rlvr_lab._registry import Registry
 
 _MEASURES: Registry = Registry("benchmark")
+MODULES = ("bandit", "transformer")   # the modules that register measures
 
 
 @dataclass(frozen=True)
@@ -27,18 +28,17 @@ class Measure:
         return f"{self.name}: {self.ratio:.3g} x ({self.details})"
 
 
-def benchmark(name: str):
+def benchmark(name: str, *, overwrite: bool = False):
     """Register ``fn(quick) -> Measure`` under ``name``."""
     def deco(fn: Callable[[bool], Measure]):
-        _MEASURES.register(name, fn)
+        _MEASURES.register(name, fn, overwrite=overwrite)
         return fn
     return deco
 
 
 def load_all() -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+    for name in MODULES:
+        importlib.import_module(f"{__name__}.{name}")
 
 
 def names() -> list[str]:

@@ -28,9 +28,9 @@ from rlvr_lab.train.bandit import BanditConfig, train_seeds
 
 def bench_config(num_steps: int) -> BanditConfig:
     return BanditConfig(bank=PromptBankConfig(num_prompts=64, vocab_size=16),
-                        num_steps=num_steps, batch_size=32, num_generations=8,
+                        steps=num_steps, num_prompts=32, num_generations=8,
                         num_iterations=2, num_minibatches=4, advantage="grpo",
-                        loss_type="ppo_clip", loss_agg_mode="token-mean", learning_rate=0.05,
+                        policy_loss="ppo_clip", loss_agg_mode="token-mean", learning_rate=0.05,
                         eval_ks=(1,))
 
 
@@ -94,11 +94,11 @@ def numpy_train(seed: int, config: BanditConfig, logits0, reward_table, correct)
     """Plain NumPy GRPO + PPO-clip + Adam on the prompt bank; returns accuracy per step."""
     rng = np.random.default_rng(seed)
     K, V = logits0.shape
-    B, G = config.batch_size, config.num_generations
+    B, G = config.num_prompts, config.num_generations
     logits = logits0.copy()
     adam = NumpyAdam(logits, config.learning_rate)
-    accuracy = np.empty(config.num_steps)
-    for step in range(config.num_steps):
+    accuracy = np.empty(config.steps)
+    for step in range(config.steps):
         probs = _softmax(logits)
         accuracy[step] = (probs * correct).sum(-1).mean()
         prompts = np.arange(K) if B == K else rng.permutation(K)[:B]

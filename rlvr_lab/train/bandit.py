@@ -4,11 +4,13 @@
 ``lax.scan`` over steps, so ``jax.jit(jax.vmap(train))`` trains many seeds at once and
 :func:`train_seeds` shards the seed axis over the available devices.
 
-One step: rollout stage (prompts, G rollouts each, behaviour log-probs) -> advantage estimator
--> ``num_iterations`` PPO epochs of ``num_minibatches`` minibatches over the rollouts, each a
-policy loss aggregated by ``loss_agg_mode`` (+ ``beta`` x KL to the initial policy) and an
-optax update. Every estimator, loss, aggregation mode, KL estimator, rollout stage and optax
-optimizer is picked by name.
+One step: rollout stage (prompts, G rollouts each, behaviour log-probs; any stage of
+:mod:`rlvr_lab.train.rollout` on a :class:`~rlvr_lab.train.rollout.BankSampler`) -> advantage
+estimator -> the update core (:func:`rlvr_lab.train.core.update`): ``num_iterations`` PPO
+epochs of ``num_minibatches`` minibatches of whole groups, each a policy loss aggregated by
+``loss_agg_mode`` (+ ``beta`` x KL to the initial policy) and an optax update. Every
+estimator, loss, aggregation mode, KL estimator, rollout stage and optax optimizer is picked
+by name (or passed as a callable).
 
 Metrics are recorded for the policy that generated each step's rollouts (step 0 is the
 initial policy) and are exact where the bank allows: ``accuracy`` (mean success probability
@@ -16,10 +18,7 @@ over all prompts), ``pass@k`` (population ``1-(1-p)^k``), ``entropy``, ``kl_ref`
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
-import inspect
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import jax
@@ -28,92 +27,67 @@ import numpy as np
 import optax
 import pandas as pd
 
-from rlvr_lab import advantages, losses
-from rlvr_lab._registry import check_choice, positive_int
+from rlvr_lab import losses, metrics
+from rlvr_lab._registry import positive_int
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
+from rlvr_lab.train import config as C
+from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
 
-SCALE_REWARDS = {"group": "std", "batch": "batch", "none": "none"}
 _OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "lion", "adafactor", "nadam")
 
 
-@dataclass(frozen=True)
+@C.rl_config
 class BanditConfig:
-    """Trainer configuration (frozen, validated). TRL names where TRL has the option.
+    """Trainer configuration (frozen, validated per field; vocabulary of
+    :mod:`rlvr_lab.train.config`, TRL and verl names accepted as aliases).
 
-    Static fields fix shapes and the program (steps, batch, group size, names); the dynamic
+    Static fields fix shapes and the program (steps, prompts, group size, names); the dynamic
     ones (``learning_rate``, ``epsilon``, ``epsilon_high``, ``beta``) can also be passed as
     arrays through :class:`Hparams` to sweep them under ``vmap``.
-    ``num_generations`` is the number of rollouts per prompt (G+1 for ``mc_grpo``).
-    ``scale_rewards`` applies to the ``grpo`` estimator: "group" (std), "batch" or "none".
+    ``num_prompts`` prompts per step (B), ``num_generations`` rollouts per prompt (G+1 for
+    ``mc_grpo``). ``scale_rewards`` is read by the ``grpo`` estimator: "group" (std), "batch"
+    or "none". ``advantage``, ``policy_loss`` and ``rollout`` take a registered name or a
+    callable (a :class:`~rlvr_lab.train.rollout.RolloutStage` for ``rollout``).
+    ``mask_truncated_completions`` is accepted for a shared vocabulary: bank answers are
+    never truncated.
     """
 
-    bank: PromptBankConfig = field(default_factory=PromptBankConfig)
-    num_steps: int = 100
-    batch_size: int = 64
-    num_generations: int = 8
-    temperature: float = 1.0
-    rollout: str = "uniform"
-    rollout_options: tuple = ()
-    advantage: str = "grpo"
-    scale_rewards: str = "group"
-    advantage_options: tuple = ()
-    loss_type: str = "ppo_clip"
-    epsilon: float = 0.2
-    epsilon_high: float | None = None
-    clip_ratio_c: float | None = None
-    loss_agg_mode: str = "token-mean"
-    beta: float = 0.0
-    kl_estimator: str = "k3"
-    optimizer: str = "adam"
-    learning_rate: float = 0.05
-    max_grad_norm: float | None = None
-    num_iterations: int = 1
-    num_minibatches: int = 1
-    eval_ks: tuple = (1, 8, 64)
+    bank: PromptBankConfig = C.option(PromptBankConfig(), C.instance_of(PromptBankConfig))
+    steps: int = C.option(100, C.positive_int)
+    num_prompts: int = C.option(64, C.positive_int)
+    num_generations: int = C.option(8, C.positive_int)
+    temperature: float = C.option(1.0, C.positive)
+    rollout: Any = C.option("uniform", C.registered("stage", rollout_stages.RolloutStage))
+    rollout_options: tuple = C.option((), C.pairs)
+    advantage: Any = C.option("grpo", C.registered("estimator"))
+    scale_rewards: str = C.option("group", C.choice(*C.SCALE_REWARDS))
+    advantage_options: tuple = C.option((), C.pairs)
+    policy_loss: Any = C.option("ppo_clip", C.registered("loss"))
+    epsilon: float = C.option(0.2, C.below_one)
+    epsilon_high: float | None = C.option(None, C.optional(C.positive))
+    clip_ratio_c: float | None = C.option(None, C.optional(C.above_one))
+    loss_agg_mode: str = C.option("token-mean", C.choice(*losses.AGG_MODES))
+    beta: float = C.option(0.0, C.non_negative)
+    kl_estimator: str = C.option("k3", C.registered("kl"))
+    optimizer: str = C.option("adam", C.choice(*_OPTIMIZERS))
+    learning_rate: float = C.option(0.05, C.positive)
+    max_grad_norm: float | None = C.option(None, C.optional(C.positive))
+    num_iterations: int = C.option(1, C.positive_int)
+    num_minibatches: int = C.option(1, C.positive_int)
+    mask_truncated_completions: bool = C.option(False, C.boolean)
+    eval_ks: tuple = C.option((1, 8, 64), C.positive_ints)
 
     def __post_init__(self):
-        if not isinstance(self.bank, PromptBankConfig):
-            raise ValueError(f"bank={self.bank!r} must be a PromptBankConfig")
-        for name in ("num_steps", "batch_size", "num_generations", "num_iterations",
-                     "num_minibatches"):
-            positive_int(name, getattr(self, name))
-        if self.batch_size > self.bank.num_prompts:
-            raise ValueError(f"batch_size={self.batch_size} must be <= bank.num_prompts="
+        if self.num_prompts > self.bank.num_prompts:
+            raise ValueError(f"num_prompts={self.num_prompts} must be <= bank.num_prompts="
                              f"{self.bank.num_prompts}")
-        rollout_stages.get(self.rollout)
-        advantages.get(self.advantage)
-        losses.get(self.loss_type)
-        losses.kl(self.kl_estimator, 0.0, 0.0)
-        check_choice("scale_rewards", self.scale_rewards, tuple(SCALE_REWARDS))
-        check_choice("loss_agg_mode", self.loss_agg_mode, losses.AGG_MODES)
-        if self.optimizer not in _OPTIMIZERS:
-            raise ValueError(f"optimizer={self.optimizer!r} is not allowed; choose one of "
-                             f"{', '.join(_OPTIMIZERS)}")
-        for name in ("temperature", "learning_rate"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
-        for name in ("epsilon", "beta"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 0")
-        for name in ("epsilon_high", "clip_ratio_c", "max_grad_norm"):
-            v = getattr(self, name)
-            if v is not None and not v > 0:
-                raise ValueError(f"{name}={v!r} must be > 0 or None")
-        if self.clip_ratio_c is not None and self.clip_ratio_c <= 1:
-            raise ValueError(f"clip_ratio_c={self.clip_ratio_c!r} must be > 1 (dual clip)")
-        for k in self.eval_ks:
-            positive_int("eval_ks entry", k)
-        for name in ("rollout_options", "advantage_options"):
-            opts = getattr(self, name)
-            if not all(isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], str)
-                       for o in opts):
-                raise ValueError(f"{name}={opts!r} must be a tuple of (name, value) pairs")
 
-    def replace(self, **changes) -> "BanditConfig":
-        return dataclasses.replace(self, **changes)
+    # read-only spellings of earlier versions
+    num_steps = property(lambda self: self.steps)
+    batch_size = property(lambda self: self.num_prompts)
 
 
 class Hparams(NamedTuple):
@@ -129,6 +103,12 @@ class Hparams(NamedTuple):
         high = config.epsilon if config.epsilon_high is None else config.epsilon_high
         return cls(*(jnp.asarray(v, jnp.float32) for v in (
             config.learning_rate, config.epsilon, high, config.beta)))
+
+    def loss_options(self, config: BanditConfig, swept: bool) -> core.LossOptions:
+        """The clip options the loss reads; an unset ``epsilon_high`` stays unset unless it
+        is swept (then it is an array like the others)."""
+        high = self.epsilon_high if swept or config.epsilon_high is not None else None
+        return core.LossOptions(self.epsilon, high, config.clip_ratio_c)
 
 
 class TrainState(NamedTuple):
@@ -150,28 +130,6 @@ def make_optimizer(config: BanditConfig, learning_rate) -> optax.GradientTransfo
     return opt
 
 
-def _policy_loss_fn(config: BanditConfig, hp: Hparams):
-    """The configured per-token loss with its clipping options bound."""
-    fn = losses.get(config.loss_type)
-    if config.loss_type == "ppo_clip":
-        kw = dict(epsilon=hp.epsilon, epsilon_high=hp.epsilon_high,
-                  clip_ratio_c=config.clip_ratio_c)
-    elif config.loss_type == "cispo":
-        kw = {} if config.epsilon_high is None else dict(epsilon_high=hp.epsilon_high)
-    else:
-        accepted = inspect.signature(fn).parameters
-        kw = {k: v for k, v in dict(epsilon=hp.epsilon, epsilon_high=hp.epsilon_high).items()
-              if k in accepted}
-    return lambda logp, old, adv, mask: fn(logp, old, adv, mask, **kw)
-
-
-def compute_advantages(config: BanditConfig, rewards, mask) -> advantages.Advantages:
-    opts = dict(config.advantage_options)
-    if config.advantage == "grpo":
-        opts.setdefault("scale", SCALE_REWARDS[config.scale_rewards])
-    return advantages.compute(config.advantage, rewards, mask, **opts)
-
-
 def step_metrics(config: BanditConfig, bank, logits) -> dict:
     """Exact metrics of the sampling policy ``softmax(logits / T)`` on the whole bank."""
     logp = tabular.log_policy(logits, config.temperature)
@@ -181,11 +139,11 @@ def step_metrics(config: BanditConfig, bank, logits) -> dict:
     out = {
         "accuracy": p.mean(),
         "expected_reward": jnp.sum(pi * bank.reward_table, axis=-1).mean(),
-        "entropy": -jnp.sum(jnp.where(pi > 0, pi * logp, 0.0), axis=-1).mean(),
+        "entropy": metrics.entropy(logits / config.temperature).mean(),
         "kl_ref": jnp.sum(jnp.where(pi > 0, pi * (logp - ref_logp), 0.0), axis=-1).mean(),
     }
     for k in config.eval_ks:
-        out[f"pass@{k}"] = (-jnp.expm1(k * jnp.log1p(-p))).mean()
+        out[f"pass@{k}"] = metrics.pass_at_k_exact(p, k).mean()
     return out
 
 
@@ -197,7 +155,8 @@ def make_train(config: BanditConfig):
     bank = prompt_bank.make_bank(config.bank)
     stage = rollout_stages.get(config.rollout)
     stage_opts = dict(config.rollout_options)
-    shape = rollout_stages.StageShape(config.batch_size, config.num_generations)
+    shape = rollout_stages.StageShape(config.num_prompts, config.num_generations)
+    estimate = core.estimator(config)
 
     def sampler(logits):
         return rollout_stages.BankSampler(logits, bank, config.temperature)
@@ -207,7 +166,8 @@ def make_train(config: BanditConfig):
         reference stays the bank's initial policy."""
         hp = Hparams.from_config(config) if hparams is None else hparams
         optimizer = make_optimizer(config, hp.learning_rate)
-        policy_loss = _policy_loss_fn(config, hp)
+        options = hp.loss_options(config, swept=hparams is not None)
+        policy_loss = core.policy_loss(config.policy_loss, options)
         # a zero KL coefficient known at trace time drops the KL term, whose value and
         # gradient would be multiplied by 0 (same numbers while finite), saving its work
         use_kl = hparams is not None or config.beta != 0
@@ -221,6 +181,7 @@ def make_train(config: BanditConfig):
         params0 = logits0.reshape(param_shape)
         state = TrainState(params0, optimizer.init(params0),
                            stage.init(sampler(logits0), shape, **stage_opts))
+        ref_log_policy = tabular.log_policy(bank.logits0, config.temperature)
 
         def loss_fn(params, mb):
             # log-softmax of the minibatch's prompt rows only ([groups, V]); the gradient is
@@ -229,28 +190,13 @@ def make_train(config: BanditConfig):
             rows = tabular.log_policy(params.reshape(num_prompts, vocab)[mb["prompts"]],
                                       config.temperature)
             logp = jnp.take_along_axis(rows, mb["answers"], axis=-1).reshape(-1, 1)
-            mask = mb["keep"].reshape(-1, 1)
-            old, adv = mb["old_logp"].reshape(-1, 1), mb["adv"].reshape(-1, 1)
-            token_loss = policy_loss(logp, old, adv, mask)
-            loss = losses.aggregate(token_loss, mask, config.loss_agg_mode)
-            if use_kl:
-                ref_logp = ref_log_policy[mb["prompts"][:, None], mb["answers"]].reshape(-1, 1)
-                loss = loss + hp.beta * losses.aggregate(
-                    losses.kl(config.kl_estimator, logp, ref_logp), mask, config.loss_agg_mode)
-            clipped = losses.is_clipped(logp, old, adv,
-                                        epsilon=hp.epsilon, epsilon_high=hp.epsilon_high)
-            clip_frac = losses.masked_mean(clipped.astype(logp.dtype), mask)
-            return loss, clip_frac
-
-        ref_log_policy = tabular.log_policy(bank.logits0, config.temperature)
-        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-
-        def update_minibatch(carry, mb):
-            params, opt_state = carry
-            (loss, clip_frac), grads = grad_fn(params, mb)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            params = optax.apply_updates(params, updates)
-            return (params, opt_state), (loss, clip_frac, optax.tree_utils.tree_norm(grads))
+            ref_logp = (ref_log_policy[mb["prompts"][:, None], mb["answers"]].reshape(-1, 1)
+                        if use_kl else None)
+            return core.objective(policy_loss, logp, mb["old_logp"].reshape(-1, 1),
+                                  mb["adv"].reshape(-1, 1), mb["keep"].reshape(-1, 1),
+                                  agg_mode=config.loss_agg_mode, options=options,
+                                  ref_log_prob=ref_logp, beta=hp.beta,
+                                  kl_estimator=config.kl_estimator)
 
         def step(state: TrainState, key):
             k_roll, k_perm = jax.random.split(key)
@@ -258,11 +204,7 @@ def make_train(config: BanditConfig):
             metrics = step_metrics(config, bank, logits)
             batch, rollout_state = stage.sample(k_roll, sampler(logits), shape,
                                                 state.rollout_state, **stage_opts)
-            adv = compute_advantages(config, batch.rewards, batch.mask)
-            num_groups = batch.answers.shape[0]
-            if num_groups % config.num_minibatches:
-                raise ValueError(f"num_minibatches={config.num_minibatches} must divide the "
-                                 f"{num_groups} groups of a batch")
+            adv = estimate(batch.rewards, batch.mask)
             groups = {
                 "prompts": batch.prompts,
                 "answers": batch.answers,
@@ -270,23 +212,16 @@ def make_train(config: BanditConfig):
                 "adv": adv.adv.astype(jnp.float32),
                 "keep": adv.keep,
             }
-
-            def minibatch(carry, ids):
-                return update_minibatch(carry, jax.tree.map(lambda x: x[ids], groups))
-
-            def epoch(carry, k):
-                # minibatches are whole groups, reshuffled each epoch (a permutation of the B
-                # groups; shuffling single rollouts would cost a permutation of B*G)
-                perm = rollout_stages.shuffle(k, num_groups)
-                return jax.lax.scan(minibatch, carry, perm.reshape(config.num_minibatches, -1))
-
-            (params, opt_state), (loss, clip_frac, grad_norm) = jax.lax.scan(
-                epoch, (state.logits, state.opt_state),
-                jax.random.split(k_perm, config.num_iterations))
+            # minibatches are whole groups, reshuffled each epoch (a permutation of the B
+            # groups; shuffling single rollouts would cost a permutation of B*G)
+            params, opt_state, update_metrics = core.update(
+                k_perm, state.logits, state.opt_state, groups, loss_fn, optimizer,
+                num_epochs=config.num_iterations, num_minibatches=config.num_minibatches,
+                permutation=rollout_stages.shuffle)
             valid_groups = batch.mask.sum(-1) >= 1
             zero_adv = jnp.all(jnp.where(adv.keep, adv.adv == 0, True), axis=-1)
             metrics.update(
-                loss=loss.mean(), clip_frac=clip_frac.mean(), grad_norm=grad_norm.mean(),
+                update_metrics,
                 rollouts=batch.spent.astype(jnp.float32),
                 batch_reward=losses.masked_mean(batch.rewards, batch.mask),
                 valid_frac=batch.mask.mean(),
@@ -294,7 +229,7 @@ def make_train(config: BanditConfig):
             )
             return TrainState(params, opt_state, rollout_state), metrics
 
-        state, metrics = jax.lax.scan(step, state, jax.random.split(key, config.num_steps))
+        state, metrics = jax.lax.scan(step, state, jax.random.split(key, config.steps))
         return state._replace(logits=state.logits.reshape(num_prompts, vocab)), metrics
 
     return train

@@ -25,7 +25,6 @@ k = 1..``eval_samples`` (unbiased estimator).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
 from typing import Any, NamedTuple
 
@@ -38,23 +37,31 @@ from flax import struct
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from rlvr_lab import advantages, losses, metrics
-from rlvr_lab._registry import check_choice
+from rlvr_lab import io as _io
+from rlvr_lab import losses, metrics
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
-from rlvr_lab.train import checkpoint, sft
+from rlvr_lab.train import checkpoint, core, sft
+from rlvr_lab.train import config as C
+from rlvr_lab.train import rollout as rollout_stages
 
 
 ROLLOUT_CORRECTIONS = ("none", "tis", "mis")
 
 
-@dataclasses.dataclass(frozen=True)
+@C.rl_config
 class SequenceRLConfig:
-    """RL hyper-parameters (TRL names where they exist). All fields are static.
+    """RL hyper-parameters, in the vocabulary of :mod:`rlvr_lab.train.config` (the bank
+    trainer's; TRL and verl names accepted as aliases). All fields are static.
 
-    ``epsilon`` / ``epsilon_high`` are passed to losses that take them (``ppo_clip``, ``gspo``,
-    ``cispo``); set ``epsilon=None`` to keep a loss's own defaults. ``advantage_kwargs`` is a
-    tuple of ``(name, value)`` pairs, e.g. ``(("scale", "none"),)``.
+    A loss reads the clip options it declares (``epsilon``, ``epsilon_high``,
+    ``clip_ratio_c``); ``None`` keeps the loss's own default. ``scale_rewards`` is read by the
+    ``grpo`` estimator; ``advantage_options`` is a tuple of ``(name, value)`` pairs for the
+    estimator, e.g. ``(("scale", "mad"),)``. ``rollout`` picks a rollout stage (``uniform``,
+    ``dynamic_sampling``, ``dars``, ``cures``, ``e3``, ``brorl_schedule`` or a
+    :class:`~rlvr_lab.train.rollout.RolloutStage`) with ``rollout_options``; a stage other
+    than ``uniform`` runs jitted on a :class:`SequenceSampler` whose verifier is a host
+    callback. ``mask_truncated_completions`` (TRL) drops completions without EOS from the loss.
 
     Train/rollout mismatch (the rollout engine's ``behav_logp`` differ from the trainer's, e.g.
     FP8 rollouts, stale prefixes, reused responses): the PPO ratio always uses the trainer's own
@@ -67,60 +74,42 @@ class SequenceRLConfig:
     ``mismatch_k3``, ``mismatch_chi2`` per step at the cost of one extra scoring pass.
     """
 
-    base: sft.SFTConfig = sft.PRESETS["quick"]
-    steps: int = 40
-    num_prompts: int = 16
-    num_generations: int = 8
-    temperature: float = 1.0
-    top_p: float = 1.0
-    learning_rate: float = 2e-4
-    warmup_steps: int = 10
-    max_grad_norm: float = 1.0
-    advantage: str = "grpo"
-    advantage_kwargs: tuple = ()
-    loss: str = "ppo_clip"
-    epsilon: float | None = 0.2
-    epsilon_high: float | None = None
-    loss_agg_mode: str = "token-mean"
-    beta: float = 0.0
-    kl_estimator: str = "k3"
-    num_iterations: int = 1
-    num_minibatches: int = 1
-    reward_scheme: str = "binary"
-    num_train_problems: int = 4096
-    eval_every: int = 10
-    eval_problems: int = 64
-    eval_samples: int = 8
-    data_parallel: bool = False
-    rollout_correction: str = "none"
-    correction_cap: float = 2.0
-    mask_stale: bool = False
-    track_mismatch: bool = False
+    base: sft.SFTConfig = C.option(sft.PRESETS["quick"], C.instance_of(sft.SFTConfig))
+    steps: int = C.option(40, C.positive_int)
+    num_prompts: int = C.option(16, C.positive_int)
+    num_generations: int = C.option(8, C.positive_int)
+    temperature: float = C.option(1.0, C.positive)
+    top_p: float = C.option(1.0, C.open_unit_interval)
+    learning_rate: float = C.option(2e-4, C.positive)
+    warmup_steps: int = C.option(10, C.non_negative_int)
+    max_grad_norm: float = C.option(1.0, C.positive)
+    rollout: Any = C.option("uniform", C.registered("stage", rollout_stages.RolloutStage))
+    rollout_options: tuple = C.option((), C.pairs)
+    advantage: Any = C.option("grpo", C.registered("estimator"))
+    scale_rewards: str = C.option("group", C.choice(*C.SCALE_REWARDS))
+    advantage_options: tuple = C.option((), C.pairs)
+    policy_loss: Any = C.option("ppo_clip", C.registered("loss"))
+    epsilon: float | None = C.option(0.2, C.optional(C.below_one))
+    epsilon_high: float | None = C.option(None, C.optional(C.positive))
+    clip_ratio_c: float | None = C.option(None, C.optional(C.above_one))
+    loss_agg_mode: str = C.option("token-mean", C.choice(*losses.AGG_MODES))
+    beta: float = C.option(0.0, C.non_negative)
+    kl_estimator: str = C.option("k3", C.registered("kl"))
+    num_iterations: int = C.option(1, C.positive_int)
+    num_minibatches: int = C.option(1, C.positive_int)
+    mask_truncated_completions: bool = C.option(False, C.boolean)
+    reward_scheme: str = C.option("binary", C.choice(*tasks.REWARD_SCHEMES))
+    num_train_problems: int = C.option(4096, C.positive_int)
+    eval_every: int = C.option(10, C.positive_int)
+    eval_problems: int = C.option(64, C.positive_int)
+    eval_samples: int = C.option(8, C.positive_int)
+    data_parallel: bool = C.option(False, C.boolean)
+    rollout_correction: str = C.option("none", C.choice(*ROLLOUT_CORRECTIONS))
+    correction_cap: float = C.option(2.0, C.above_one)
+    mask_stale: bool = C.option(False, C.boolean)
+    track_mismatch: bool = C.option(False, C.boolean)
 
     def __post_init__(self):
-        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps={self.warmup_steps!r} is not allowed; must be >= 0")
-        for name in ("steps", "num_prompts", "num_generations", "num_iterations",
-                     "num_minibatches", "num_train_problems", "eval_every", "eval_problems",
-                     "eval_samples"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} is not allowed; it must be an int >= 1")
-        advantages.get(self.advantage)
-        losses.get(self.loss)
-        check_choice("loss_agg_mode", self.loss_agg_mode, losses.AGG_MODES)
-        check_choice("kl_estimator", self.kl_estimator, tuple(losses.kl_names()))
-        check_choice("reward_scheme", self.reward_scheme, tasks.REWARD_SCHEMES)
-        check_choice("rollout_correction", self.rollout_correction, ROLLOUT_CORRECTIONS)
-        if not self.correction_cap > 1:
-            raise ValueError(f"correction_cap={self.correction_cap!r} is not allowed; must be > 1")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature={self.temperature!r} is not allowed; must be > 0")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p={self.top_p!r} is not allowed; must be in (0, 1]")
-        if self.beta < 0 or not self.learning_rate > 0:
-            raise ValueError(f"beta={self.beta!r} / learning_rate={self.learning_rate!r} not "
-                             "allowed; need beta >= 0 and learning_rate > 0")
         rollouts = self.num_prompts * self.num_generations
         if rollouts % self.num_minibatches:
             raise ValueError(f"num_minibatches={self.num_minibatches} must divide "
@@ -128,19 +117,21 @@ class SequenceRLConfig:
         if self.eval_problems > self.base.num_heldout:
             raise ValueError(f"eval_problems={self.eval_problems} exceeds the base's "
                              f"num_heldout={self.base.num_heldout}")
+        if self.data_parallel and self.rollout != "uniform":
+            raise ValueError(f"rollout={self.rollout!r} is not allowed with data_parallel=True;"
+                             " only 'uniform' shards its rollouts")
 
-    def loss_kwargs(self) -> dict:
-        params = inspect.signature(losses.get(self.loss)).parameters
-        out = {}
-        if self.epsilon is not None:
-            for name in ("epsilon", "epsilon_high"):
-                value = getattr(self, name)
-                if name in params and value is not None:
-                    out[name] = value
-        return out
+    def loss_options(self) -> core.LossOptions:
+        return core.LossOptions(self.epsilon, self.epsilon_high, self.clip_ratio_c)
 
     def hash(self) -> str:
-        return checkpoint.config_hash({"rl": dataclasses.asdict(self), "version": 1})
+        fields = {k: (C.describe(v) if callable(v) or isinstance(v, rollout_stages.RolloutStage)
+                      else v) for k, v in dataclasses.asdict(self).items()}
+        return _io.stable_hash({"rl": fields, "version": 2})
+
+    # read-only spellings of earlier versions
+    loss = property(lambda self: self.policy_loss)
+    advantage_kwargs = property(lambda self: self.advantage_options)
 
 
 # ----------------------------------------------------------------------------- state
@@ -148,6 +139,7 @@ class SequenceRLConfig:
 class TrainState:
     policy: transformer.Policy
     opt_state: Any
+    rollout_state: Any = None   # a rollout stage's state (None for "uniform")
 
 
 class RolloutBatch(NamedTuple):
@@ -201,21 +193,81 @@ def rollout(key, policy, prompts, prompt_valid, config: SequenceRLConfig,
     return RolloutBatch(prompts, prompt_valid, out.tokens, out.mask, out.logp, out.entropy)
 
 
+class SequenceSampler(NamedTuple):
+    """The transformer policy as a :class:`~rlvr_lab.train.rollout.Sampler`, for rollout
+    stages under ``jit``/``vmap``: generation is traced, the verifier (Python, on decoded
+    text) is a ``jax.pure_callback`` returning ``[B, n]`` rewards and verdicts, so a stage's
+    shapes stay static. ``answers`` of the returned rollouts hold the token rows
+    (``prompts``, ``prompt_valid``, ``tokens``, ``mask``, ``entropy``, each ``[B, n, ...]``);
+    ``behav_log_prob`` is per token ``[B, n, N]``."""
+
+    policy: Any
+    pool_prompts: jnp.ndarray
+    pool_valid: jnp.ndarray
+    config: Any          # SequenceRLConfig (static)
+    sample_fn: Any       # rollout(key, policy, prompts, valid, config, mesh) -> RolloutBatch
+    verify_fn: Any       # host: (pool idx [B], tokens [n, B, N]) -> (rewards, correct) [n, B]
+
+    @property
+    def num_prompts(self) -> int:
+        return self.pool_prompts.shape[0]
+
+    def choose(self, key, batch_size: int):
+        return jax.random.choice(key, self.num_prompts, (batch_size,), replace=False)
+
+    def sample(self, key, prompts, num: int) -> rollout_stages.Rollout:
+        cfg = dataclasses.replace(self.config, num_generations=num, num_minibatches=1)
+        rows = self.sample_fn(key, self.policy, self.pool_prompts[prompts],
+                              self.pool_valid[prompts], cfg, None)
+        b = prompts.shape[0]
+        groups = lambda x: x.reshape((b, num) + x.shape[1:])  # noqa: E731  (rows b*n + g)
+        tokens = groups(rows.tokens)
+        out_shape = (jax.ShapeDtypeStruct((b, num), jnp.float32),
+                     jax.ShapeDtypeStruct((b, num), jnp.bool_))
+        rewards, correct = jax.pure_callback(self.verify_fn, out_shape, prompts, tokens,
+                                             vmap_method="sequential")
+        answers = {"prompts": groups(rows.prompts), "prompt_valid": groups(rows.prompt_valid),
+                   "tokens": tokens, "mask": groups(rows.mask), "entropy": groups(rows.entropy)}
+        return rollout_stages.Rollout(prompts, answers, rewards, jnp.ones((b, num), bool),
+                                      groups(rows.behav_logp), jnp.asarray(b * num, jnp.int32),
+                                      correct)
+
+    def draw(self, key, batch_size: int, num: int) -> rollout_stages.Rollout:
+        # the keys of Trainer's own uniform draw: prompts from fold_in 0, samples from fold_in 1
+        prompts = self.choose(jax.random.fold_in(key, 0), batch_size)
+        return self.sample(jax.random.fold_in(key, 1), prompts, num)
+
+    def success_probability(self):
+        return None    # unknown for a sampled policy
+
+
+def rows_of(stage_out: rollout_stages.Rollout) -> RolloutBatch:
+    """A stage's ``[B, G_max]`` groups of a :class:`SequenceSampler` as ``[B*G_max]`` rows."""
+    a = stage_out.answers
+    flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+    return RolloutBatch(flat(a["prompts"]), flat(a["prompt_valid"]), flat(a["tokens"]),
+                        flat(a["mask"]), flat(stage_out.behav_log_prob), flat(a["entropy"]))
+
+
 def update(key, state: TrainState, ref_policy, batch: RolloutBatch, rewards,
-           config: SequenceRLConfig):
-    """Advantages from ``rewards [B, G]``, then epochs x minibatches of optax updates.
+           config: SequenceRLConfig, group_mask=None):
+    """Advantages from ``rewards [B, G]`` (``group_mask [B, G]``: valid rollouts, from a
+    rollout stage), then the update core's epochs x minibatches of optax updates.
 
     Returns ``(state, metrics)`` with scalar metrics (means over minibatches for the loss).
     """
     opt = make_optimizer(config)
-    loss_fn_token = losses.get(config.loss)
-    loss_kw = config.loss_kwargs()
+    options = config.loss_options()
+    loss_fn = core.policy_loss(config.policy_loss, options)
     score = lambda pol, b: transformer.score(  # noqa: E731
         pol, b.prompts, b.prompt_valid, b.tokens, temperature=config.temperature)
 
-    adv = advantages.compute(config.advantage, rewards, **dict(config.advantage_kwargs))
+    adv = core.estimator(config)(rewards, group_mask)
     flat_adv = adv.adv.reshape(-1)
     kept_rows = batch.mask & adv.keep.reshape(-1)[:, None]
+    if config.mask_truncated_completions:
+        finished = jnp.any((batch.tokens == transformer.EOS_ID) & batch.mask, axis=-1)
+        kept_rows = kept_rows & finished[:, None]
     token_mask = kept_rows
     if config.mask_stale and batch.stale is not None:
         token_mask = token_mask & ~batch.stale
@@ -237,43 +289,27 @@ def update(key, state: TrainState, ref_policy, batch: RolloutBatch, rewards,
 
     def objective(policy, mb):
         logp = score(policy, mb["batch"])
-        if on_policy:
-            mb = dict(mb, old=jax.lax.stop_gradient(logp))
-        token_loss = loss_fn_token(logp, mb["old"], mb["adv"][:, None], mb["mask"], **loss_kw)
-        token_loss = token_loss * mb["weight"]
-        policy_loss = losses.aggregate(token_loss, mb["mask"], config.loss_agg_mode)
-        kl = losses.aggregate(losses.kl(config.kl_estimator, logp, mb["ref"]), mb["mask"],
-                              config.loss_agg_mode)
-        total = policy_loss + config.beta * kl if config.beta > 0 else policy_loss
-        eps = loss_kw.get("epsilon", 0.2)
-        clipped = losses.is_clipped(logp, mb["old"], mb["adv"][:, None], epsilon=eps,
-                                    epsilon_high=loss_kw.get("epsilon_high"))
-        return total, {"loss": total, "clip_frac": losses.masked_mean(clipped, mb["mask"])}
+        old = jax.lax.stop_gradient(logp) if on_policy else mb["old"]
+        return core.objective(loss_fn, logp, old, mb["adv"][:, None], mb["mask"],
+                              agg_mode=config.loss_agg_mode, options=options,
+                              weight=mb["weight"],
+                              ref_log_prob=mb["ref"] if config.beta > 0 else None,
+                              beta=config.beta, kl_estimator=config.kl_estimator)
 
     data = {"batch": batch, "old": old_logp, "ref": ref_logp, "adv": flat_adv, "mask": token_mask,
             "weight": weight}
-    n_rows = flat_adv.shape[0]
-    n_mb = config.num_minibatches
-
-    def epoch(carry, k):
-        def minibatch(carry, idx):
-            policy, opt_state = carry
-            mb = jax.tree.map(lambda x: x[idx], data)
-            (_, aux), grads = jax.value_and_grad(objective, has_aux=True)(policy, mb)
-            updates, opt_state = opt.update(grads, opt_state, policy)
-            aux["grad_norm"] = optax.tree.norm(grads)
-            return (optax.apply_updates(policy, updates), opt_state), aux
-
-        order = jax.random.permutation(k, n_rows) if n_mb > 1 else jnp.arange(n_rows)
-        return jax.lax.scan(minibatch, carry, order.reshape(n_mb, -1))
-
-    (policy, opt_state), aux = jax.lax.scan(
-        epoch, (state.policy, state.opt_state), jax.random.split(key, config.num_iterations))
+    # rows are shuffled only when there are several minibatches (one minibatch: any order
+    # gives the same update)
+    permutation = jax.random.permutation if config.num_minibatches > 1 else None
+    policy, opt_state, out = core.update(key, state.policy, state.opt_state, data, objective, opt,
+                                         num_epochs=config.num_iterations,
+                                         num_minibatches=config.num_minibatches,
+                                         permutation=permutation)
     valid = batch.mask
-    out = {k: v.mean() for k, v in aux.items()}
     out.update(
-        reward=rewards.mean(),
-        response_length=valid.sum(-1).mean(),
+        reward=rewards.mean() if group_mask is None else losses.masked_mean(rewards, group_mask),
+        response_length=losses.masked_mean(valid.sum(-1), adv.keep.reshape(-1))
+        if group_mask is not None else valid.sum(-1).mean(),
         entropy=losses.masked_mean(batch.entropy, valid),
         zero_adv_frac=((flat_adv == 0) & adv.keep.reshape(-1)).sum()
         / jnp.maximum(adv.keep.sum(), 1),
@@ -285,7 +321,7 @@ def update(key, state: TrainState, ref_policy, batch: RolloutBatch, rewards,
         out["kept_frac"] = token_mask.sum() / jnp.maximum(kept_rows.sum(), 1)
     if batch.stale is not None:
         out["stale_frac"] = losses.masked_mean(batch.stale, valid)
-    return TrainState(policy, opt_state), out
+    return state.replace(policy=policy, opt_state=opt_state), out
 
 
 # ----------------------------------------------------------------------------- the runner
@@ -369,17 +405,39 @@ class Trainer:
 
         # data enter as arguments (not closure constants, which XLA would constant-fold)
         self._rollout = jax.jit(jax.vmap(rollout_one, in_axes=(0, 0, None, None)))
+        # group_mask (a stage's valid rollouts) goes by keyword: vmapped over seeds (axis 0)
         self._update = jax.jit(jax.vmap(update, in_axes=(0, 0, None, 0, 0, None)),
                                static_argnums=5)
+        # a rollout stage other than uniform: sampling, host verification (callback) and the
+        # stage's own logic in one jitted, seed-vmapped call
+        self.stage = (None if cfg.rollout == "uniform"
+                      else rollout_stages.get(cfg.rollout))
+        self.stage_shape = rollout_stages.StageShape(cfg.num_prompts, cfg.num_generations)
+        stage_options = dict(cfg.rollout_options)
+
+        def sampler(policy, pool_prompts, pool_valid):
+            return SequenceSampler(policy, pool_prompts, pool_valid, cfg, sample_fn,
+                                   self._verify_groups)
+
+        def stage_one(key, policy, stage_state, pool_prompts, pool_valid):
+            return self.stage.sample(key, sampler(policy, pool_prompts, pool_valid),
+                                     self.stage_shape, stage_state, **stage_options)
+
+        self._stage_init = lambda: self.stage.init(
+            sampler(self.base_policy, self.pool_prompts, self.pool_valid), self.stage_shape,
+            **stage_options)
+        self._stage = jax.jit(jax.vmap(stage_one, in_axes=(0, 0, 0, None, None)))
         self._eval = jax.jit(jax.vmap(eval_one, in_axes=(0, 0, None, None)))
         self._pass_at = jax.jit(metrics.pass_at_k)
         self._init_opt = jax.jit(jax.vmap(opt.init))
 
     # -- pieces
     def init_state(self, num_seeds: int) -> TrainState:
-        policy = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_seeds,) + x.shape),
-                              self.base_policy)
-        return TrainState(policy, self._init_opt(policy))
+        per_seed = lambda tree: jax.tree.map(  # noqa: E731
+            lambda x: jnp.broadcast_to(x, (num_seeds,) + jnp.shape(x)), tree)
+        policy = per_seed(self.base_policy)
+        rollout_state = None if self.stage is None else per_seed(self._stage_init())
+        return TrainState(policy, self._init_opt(policy), rollout_state)
 
     def step_keys(self, key, step: int, num_seeds: int):
         return jax.random.split(jax.random.fold_in(key, step), num_seeds)
@@ -396,7 +454,17 @@ class Trainer:
             rewards[i], correct[i] = tasks.score_completions(probs, tokens[i], cfg.reward_scheme)
         return rewards.transpose(0, 2, 1), correct.transpose(0, 2, 1)
 
+    def _verify_groups(self, pool_idx, tokens):
+        """Host callback of :class:`SequenceSampler`: ``pool_idx [B]``, ``tokens [B, n, N]``
+        -> rewards float32 and verdicts bool, ``[B, n]``."""
+        probs = [self.pool[j] for j in np.asarray(pool_idx)]
+        rewards, correct = tasks.score_completions(
+            probs, np.asarray(tokens).transpose(1, 0, 2), self.config.reward_scheme)
+        return (np.asarray(rewards, np.float32).T.copy(), np.asarray(correct, bool).T.copy())
+
     def train_step(self, key, state, step: int):
+        if self.stage is not None:
+            return self._stage_step(key, state, step)
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
         keys = self.step_keys(key, step, num_seeds)
         policy = state.policy
@@ -411,6 +479,26 @@ class Trainer:
         g = self.config.num_generations
         out["pass1"] = correct.mean(axis=(1, 2))
         out[f"pass_at_{g}"] = correct.any(axis=2).mean(axis=1)
+        return state, out
+
+    def _stage_step(self, key, state, step: int):
+        """One step through the configured rollout stage (same key schedule as uniform)."""
+        num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
+        keys = self.step_keys(key, step, num_seeds)
+        groups, rollout_state = self._stage(jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys),
+                                            state.policy, state.rollout_state,
+                                            self.pool_prompts, self.pool_valid)
+        batch = jax.vmap(rows_of)(groups)
+        state, out = self._update(jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys),
+                                  state.replace(rollout_state=rollout_state), self.base_policy,
+                                  batch, groups.rewards, self.config, group_mask=groups.mask)
+        out = {k: np.asarray(v) for k, v in out.items()}
+        mask, correct = np.asarray(groups.mask), np.asarray(groups.correct) & np.asarray(groups.mask)
+        g = self.config.num_generations
+        out["pass1"] = correct.sum(axis=(1, 2)) / np.maximum(mask.sum(axis=(1, 2)), 1)
+        out[f"pass_at_{g}"] = correct.any(axis=2).mean(axis=1)
+        out["rollouts"] = np.asarray(groups.spent, np.float32)
+        out["valid_frac"] = mask.mean(axis=(1, 2))
         return state, out
 
     def evaluate(self, key, state, step: int):

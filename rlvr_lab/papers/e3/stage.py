@@ -14,22 +14,20 @@ the bank trainer's temperature is static.
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
-from rlvr_lab import advantages
-from rlvr_lab._registry import check_choice
+from rlvr_lab import advantages, metrics
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
 from rlvr_lab.papers.cures.stage import GroupCounters
 from rlvr_lab.papers.e3 import allocation as e3_alloc
+from rlvr_lab.train import config as C
+from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.rollout import RolloutStage, Sampler, StageShape
 
@@ -81,7 +79,7 @@ STAGE = RolloutStage(_init, _sample)
 TEMPERATURE_RULES = ("fixed", "e3")
 
 
-@dataclass(frozen=True)
+@C.rl_config
 class TemperatureConfig:
     """E3 temperature study on the prompt bank (one answer = one token of a V-way softmax).
 
@@ -91,39 +89,28 @@ class TemperatureConfig:
     advantages, on-policy) of ``log softmax(logits / T)``, Adam.
     """
 
-    bank: PromptBankConfig = field(default_factory=PromptBankConfig)
-    num_steps: int = 200
-    batch_size: int = 32
-    num_generations: int = 8
-    learning_rate: float = 0.05
-    init_temperature: float = 1.0
-    rule: str = "e3"
-    annealing: bool = True
-    annealing_ratio: float = 0.4
-    annealing_factor: float = 0.9
-    pass_k: int = 8
+    bank: PromptBankConfig = C.option(PromptBankConfig(), C.instance_of(PromptBankConfig))
+    steps: int = C.option(200, C.positive_int)
+    num_prompts: int = C.option(32, C.positive_int)
+    num_generations: int = C.option(8, C.positive_int)
+    learning_rate: float = C.option(0.05, C.positive)
+    init_temperature: float = C.option(1.0, C.positive)
+    rule: str = C.option("e3", C.choice(*TEMPERATURE_RULES))
+    annealing: bool = C.option(True, C.boolean)
+    annealing_ratio: float = C.option(0.4, C.unit_interval)
+    annealing_factor: float = C.option(0.9, C.open_unit_interval)
+    pass_k: int = C.option(8, C.positive_int)
 
     def __post_init__(self):
-        for name in ("num_steps", "batch_size", "num_generations", "pass_k"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name}={v!r} must be a positive integer")
-        if self.batch_size > self.bank.num_prompts:
-            raise ValueError(f"batch_size={self.batch_size} must be <= bank.num_prompts="
+        if self.num_prompts > self.bank.num_prompts:
+            raise ValueError(f"num_prompts={self.num_prompts} must be <= bank.num_prompts="
                              f"{self.bank.num_prompts}")
         if self.bank.vocab_size < 3:
             raise ValueError(f"bank.vocab_size={self.bank.vocab_size} must be >= 3 "
                              f"(the rule divides by ln V + ln ln V)")
-        check_choice("rule", self.rule, TEMPERATURE_RULES)
-        for name in ("learning_rate", "init_temperature"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
-        if not 0 <= self.annealing_ratio <= 1 or not 0 < self.annealing_factor <= 1:
-            raise ValueError(f"annealing_ratio={self.annealing_ratio!r} must lie in [0, 1] and "
-                             f"annealing_factor={self.annealing_factor!r} in (0, 1]")
 
-    def replace(self, **changes) -> "TemperatureConfig":
-        return dataclasses.replace(self, **changes)
+    num_steps = property(lambda self: self.steps)
+    batch_size = property(lambda self: self.num_prompts)
 
 
 def make_temperature_train(config: TemperatureConfig):
@@ -132,14 +119,8 @@ def make_temperature_train(config: TemperatureConfig):
     reads), ``bank_entropy`` (same over all prompts), ``target_entropy``, ``accuracy`` and
     ``pass@k`` (exact, at the sampling temperature), ``all_incorrect_frac``."""
     bank = prompt_bank.make_bank(config.bank)
-    B, G, V = config.batch_size, config.num_generations, config.bank.vocab_size
+    B, G, V = config.num_prompts, config.num_generations, config.bank.vocab_size
     opt = optax.adam(config.learning_rate)
-
-    def loss_fn(logits, prompts, answers, adv, temperature):
-        logp = tabular.answer_log_prob(logits[prompts], answers, temperature)
-        return -(adv * logp).mean()
-
-    grad_fn = jax.grad(loss_fn)
 
     def step(carry, inp):
         logits, opt_state, temperature, target = carry
@@ -148,14 +129,20 @@ def make_temperature_train(config: TemperatureConfig):
         prompts = rollout_stages.choose_prompts(k_prompt, bank.num_prompts, B)
         batch = rollout_stages.generate(k_sample, logits, bank, prompts, G, temperature)
         adv = advantages.grpo(batch.rewards)
-        grads = grad_fn(logits, prompts, batch.answers, adv, temperature)
-        updates, opt_state = opt.update(grads, opt_state, logits)
-        logits = optax.apply_updates(logits, updates)
+
+        def loss_fn(logits, mb):
+            logp = tabular.answer_log_prob(logits[mb["prompts"]], mb["answers"], temperature)
+            return -(mb["adv"] * logp).mean(), {}
+
+        # one on-policy step over the whole batch
+        logits, opt_state, _ = core.update(
+            key, logits, opt_state, {"prompts": prompts, "answers": batch.answers, "adv": adv},
+            loss_fn, opt, num_epochs=1, num_minibatches=1)
         h_batch = tabular.entropy(logits[prompts], temperature).mean()
         p = rollout_stages.BankSampler(logits, bank, temperature).success_probability()
         # the code records the entropy of the first step as the target, then adapts
         target = jnp.where(t == 0, h_batch, target)
-        goal = (e3_alloc.e3_target_entropy(t, target, config.num_steps,
+        goal = (e3_alloc.e3_target_entropy(t, target, config.steps,
                                            annealing_ratio=config.annealing_ratio,
                                            annealing_factor=config.annealing_factor)
                 if config.annealing else target)
@@ -165,15 +152,15 @@ def make_temperature_train(config: TemperatureConfig):
         out = {"temperature": temperature, "entropy": h_batch,
                "bank_entropy": tabular.entropy(logits, temperature).mean(),
                "target_entropy": goal, "accuracy": p.mean(),
-               f"pass@{config.pass_k}": (-jnp.expm1(config.pass_k * jnp.log1p(-p))).mean(),
+               f"pass@{config.pass_k}": metrics.pass_at_k_exact(p, config.pass_k).mean(),
                "all_incorrect_frac": all_w.mean()}
         return (logits, opt_state, new_t, target), out
 
     def train(key):
         t0 = jnp.asarray(config.init_temperature, jnp.float32)
         carry = (bank.logits0, opt.init(bank.logits0), t0, jnp.zeros((), jnp.float32))
-        keys = jax.random.split(key, config.num_steps)
-        (logits, *_), metrics = jax.lax.scan(step, carry, (keys, jnp.arange(config.num_steps)))
+        keys = jax.random.split(key, config.steps)
+        (logits, *_), metrics = jax.lax.scan(step, carry, (keys, jnp.arange(config.steps)))
         return logits, metrics
 
     return train

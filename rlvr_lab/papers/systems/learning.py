@@ -20,56 +20,38 @@ optimizer, exact metrics) is the bandit trainer's (``rlvr_lab.train.bandit``).
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
-from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from rlvr_lab import losses
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.models import tabular
+from rlvr_lab.train import config as C
+from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
-from rlvr_lab.train.bandit import (
-    BanditConfig,
-    Hparams,
-    compute_advantages,
-    make_optimizer,
-    step_metrics,
-)
+from rlvr_lab.train.bandit import BanditConfig, Hparams, make_optimizer, step_metrics
 
 CORRECTIONS = ("naive", "decoupled")
 
 
-@dataclass(frozen=True)
+@C.rl_config
 class StaleConfig:
     """Stale-rollout training: a bandit config, the loss correction and the ring size H."""
 
-    base: BanditConfig = field(default_factory=BanditConfig)
-    correction: str = "decoupled"
-    max_staleness: int = 16           # H: the ring buffer keeps versions k-H .. k
-    behav_cap: float | None = None    # decoupled PPO: drop tokens with w > cap
+    base: BanditConfig = C.option(BanditConfig(), C.instance_of(BanditConfig))
+    correction: str = C.option("decoupled", C.choice(*CORRECTIONS))
+    max_staleness: int = C.option(16, C.non_negative_int)   # H: the ring keeps k-H .. k
+    behav_cap: float | None = C.option(None, C.optional(C.above_one))  # decoupled: w > cap dropped
 
     def __post_init__(self):
-        if self.correction not in CORRECTIONS:
-            raise ValueError(f"correction={self.correction!r} is not allowed; choose one of "
-                             f"{', '.join(CORRECTIONS)}")
-        if not (isinstance(self.max_staleness, (int, np.integer)) and self.max_staleness >= 0):
-            raise ValueError(f"max_staleness={self.max_staleness!r} is not allowed; "
-                             "use an int >= 0")
-        if self.behav_cap is not None and not self.behav_cap > 1:
-            raise ValueError(f"behav_cap={self.behav_cap!r} is not allowed; use > 1 or None")
-        if self.base.loss_type != "ppo_clip" or self.base.beta != 0 or \
+        if self.base.policy_loss != "ppo_clip" or self.base.beta != 0 or \
                 self.base.advantage == "mc_grpo":
-            raise ValueError("base must use loss_type='ppo_clip', beta=0 and a G-column "
-                             f"advantage estimator; got {self.base.loss_type!r}, "
+            raise ValueError("base must use policy_loss='ppo_clip', beta=0 and a G-column "
+                             f"advantage estimator; got {self.base.policy_loss!r}, "
                              f"{self.base.beta!r}, {self.base.advantage!r}")
-
-    def replace(self, **changes) -> StaleConfig:
-        return dataclasses.replace(self, **changes)
 
 
 def staleness_distribution(counts, max_staleness: int) -> np.ndarray:
@@ -94,9 +76,10 @@ def make_train(config: StaleConfig):
     base = config.base
     H = config.max_staleness
     bank = prompt_bank.make_bank(base.bank)
-    B, G = base.batch_size, base.num_generations
+    B, G = base.num_prompts, base.num_generations
     if B % base.num_minibatches:
-        raise ValueError(f"num_minibatches={base.num_minibatches} must divide batch_size={B}")
+        raise ValueError(f"num_minibatches={base.num_minibatches} must divide num_prompts={B}")
+    estimate = core.estimator(base)
 
     def train(key, stale_probs, decoupled=None):
         if decoupled is None:
@@ -118,13 +101,7 @@ def make_train(config: StaleConfig):
         def loss_fn(logits, mb):
             logp = tabular.log_policy(logits, base.temperature)[mb["prompts"], mb["answers"]]
             loss = token_loss(logp, mb["prox"], mb["behav"], mb["adv"])
-            return losses.aggregate(loss, mb["keep"], base.loss_agg_mode)
-
-        def update(carry, mb):
-            logits, opt_state = carry
-            grads = jax.grad(loss_fn)(logits, mb)
-            updates, opt_state = optimizer.update(grads, opt_state, logits)
-            return (optax.apply_updates(logits, updates), opt_state), None
+            return losses.aggregate(loss, mb["keep"], base.loss_agg_mode), {}
 
         def step(carry, inp):
             logits, opt_state, ring = carry
@@ -140,29 +117,24 @@ def make_train(config: StaleConfig):
             rewards = prompt_bank.rewards_of(bank, prompts, answers)
             behav = tabular.answer_log_prob(behav_rows, answers, base.temperature)
             prox = tabular.answer_log_prob(logits[prompts], answers, base.temperature)
-            adv = compute_advantages(base, rewards, jnp.ones(rewards.shape, bool))
+            adv = estimate(rewards, jnp.ones(rewards.shape, bool))
             batch = {"prompts": jnp.broadcast_to(prompts[:, None], answers.shape),
                      "answers": answers, "behav": behav, "prox": prox,
                      "adv": adv.adv.astype(jnp.float32), "keep": adv.keep}
-
-            def epoch(carry, k_ep):
-                perm = rollout_stages.shuffle(k_ep, B)
-                mbs = jax.tree.map(lambda x: x[perm].reshape(
-                    (base.num_minibatches, -1) + x.shape[1:]), batch)
-                return jax.lax.scan(update, carry, mbs)
-
-            (logits, opt_state), _ = jax.lax.scan(
-                epoch, (logits, opt_state), jax.random.split(k_perm, base.num_iterations))
+            logits, opt_state, _ = core.update(
+                k_perm, logits, opt_state, batch, loss_fn, optimizer,
+                num_epochs=base.num_iterations, num_minibatches=base.num_minibatches,
+                permutation=rollout_stages.shuffle)
             w = jnp.exp(prox - behav)
             metrics.update(mean_staleness=stale.mean().astype(jnp.float32),
                            behav_ratio_max=w.max(), behav_ratio_mean=w.mean(),
                            batch_reward=rewards.mean())
             return (logits, opt_state, ring), metrics
 
-        steps = jnp.arange(base.num_steps)
+        steps = jnp.arange(base.steps)
         (logits, _, _), metrics = jax.lax.scan(
             step, (logits0, optimizer.init(logits0), ring),
-            (steps, jax.random.split(key, base.num_steps)))
+            (steps, jax.random.split(key, base.steps)))
         return logits, metrics
 
     return train
