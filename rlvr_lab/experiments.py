@@ -305,9 +305,9 @@ def source_files(module_file: str | Path) -> list[Path]:
     rollout_file = _local_module_file("rlvr_lab.train.rollout").resolve()
     while todo:
         if rollout_file in seen and rollout_file not in todo:
-            # the rollout registry loads its extension stages by name
-            from rlvr_lab.train.rollout import EXTENSION_MODULES
-            todo.extend((f.resolve(), True) for f in map(_local_module_file, EXTENSION_MODULES)
+            # stages are registered by name by the paper packages rlvr_lab imports
+            from rlvr_lab.papers import REGISTERING
+            todo.extend((f.resolve(), True) for f in map(_local_module_file, REGISTERING)
                         if f is not None and f.resolve() not in seen)
         path, follow = todo.pop()
         if not path.exists() or (path in seen and (seen[path] or not follow)):

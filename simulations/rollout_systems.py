@@ -1,4 +1,5 @@
-"""Rollout-system papers on the simulator (``rlvr_lab.papers.systems``): APRIL, AReaL, ECHO-2, WebGym.
+"""Rollout-system papers on the simulator (``rlvr_lab.papers.systems``): APRIL, AReaL, ECHO-2,
+WebGym.
 
 Four experiments, one per paper, each sweeping the knob its paper is about:
 

@@ -1,1 +1,1 @@
-"""Training loops: ``make_train(config) -> train(key)`` for the bandit and sequence settings, SFT."""
+"""Training: the update core, rollout stages, the bank and sequence trainers, SFT, checkpoints."""

@@ -1,4 +1,4 @@
-"""Rollout budgets: uniform allocation and the exact-budget rounding shared by the proportional allocators.
+"""Rollout budgets: uniform allocation and the exact-budget rounding of proportional allocators.
 
 :func:`proportional_allocation` turns non-negative weights into integer rollout counts
 ``n_i`` with ``sum n_i == budget`` exactly, ``min_per_prompt <= n_i <= max_per_prompt``, and

@@ -493,7 +493,8 @@ class Trainer:
                                   state.replace(rollout_state=rollout_state), self.base_policy,
                                   batch, groups.rewards, self.config, group_mask=groups.mask)
         out = {k: np.asarray(v) for k, v in out.items()}
-        mask, correct = np.asarray(groups.mask), np.asarray(groups.correct) & np.asarray(groups.mask)
+        mask = np.asarray(groups.mask)
+        correct = np.asarray(groups.correct) & mask
         g = self.config.num_generations
         out["pass1"] = correct.sum(axis=(1, 2)) / np.maximum(mask.sum(axis=(1, 2)), 1)
         out[f"pass_at_{g}"] = correct.any(axis=2).mean(axis=1)

@@ -1,6 +1,6 @@
 r"""BroRL mass balance: how one policy-gradient step on softmax logits moves the correct mass.
 
-Setting (PAPERS.md section 3). One prompt, a softmax policy ``p = softmax(z)`` over a
+Setting (the BroRL paper). One prompt, a softmax policy ``p = softmax(z)`` over a
 vocabulary of V tokens (answers), a correct set C (reward ``R_c >= 0``) and its complement W
 (reward ``R_w <= 0``). ``Q_pos = sum_{j in C} p_j`` is the correct mass, ``Q_neg = 1 - Q_pos``.
 
@@ -22,7 +22,7 @@ Inserting into (1) and splitting j into the four cells (C or W) x (sampled or no
 with ``A2 = sum_{C∩S} p^2``, ``B2 = sum_{W∩S} p^2``, ``U_pos2 = sum_{C\S} p^2``,
 ``U_neg2 = sum_{W\S} p^2``. Terms 1-2 are never negative because
 ``R_w <= R_w P_neg <= S_R <= R_c P_pos <= R_c``. This derivation reproduces the formula in
-PAPERS.md exactly (checked in ``tests/test_brorl.py`` against plain-Python loops and
+the paper exactly (checked in the BroRL tests against plain-Python loops and
 against the exact finite-step change as ``lr -> 0``).
 
 **The realistic sampled policy gradient** (REINFORCE on the N rollouts ``a_1..a_N``, counted

@@ -2,7 +2,7 @@
 
 For a prompt with success probability ``a`` (``b = 1 - a``) and per-rollout score-function
 gradients ``g = grad log pi(y)``, the single-rollout policy-gradient term ``(r - a) g`` has
-total variance (trace of its covariance; PAPERS.md section 4)
+total variance (trace of its covariance; the CurES paper)
 
     sigma^2 = a b^2 E[|g_c|^2] + a^2 b E[|g_w|^2] - a^2 b^2 |E g_c - E g_w|^2,
 

@@ -1,6 +1,6 @@
-"""Which prompts to train on: a Beta posterior per prompt, prompt samplers, dynamic sampling.
+"""CurES: which prompts to train on — a Beta posterior per prompt and the prompt samplers.
 
-CurES (PAPERS.md section 4) keeps, for every prompt of the dataset, the counts
+CurES (the CurES paper and code) keeps, for every prompt of the dataset, the counts
 ``(Acc, All)`` of correct and total rollouts seen so far, and reads the success probability as
 the mean of ``Beta(Acc + 1, All - Acc + 1)``, i.e. ``p_hat = (Acc + 1) / (All + 2)``. The
 counts are initialised with 4 rollouts per prompt and updated after every step. Prompts are
@@ -13,8 +13,8 @@ uniform sampling in practice (probably ``(Acc + 1) * 1e-2`` was meant). We expos
 temperature explicitly (:func:`cures_prompt_probs`) and keep the code form as
 :func:`cures_code_prompt_probs`, with :func:`max_probability_ratio` to show the pitfall.
 
-Dynamic sampling (DAPO): a group whose valid rewards are all equal has zero group-relative
-advantage and no gradient; :func:`dynamic_sampling_filter` masks such groups out.
+Dynamic sampling (DAPO) and the group filters are core:
+:func:`rlvr_lab.train.rollout.dynamic_sampling_filter`.
 
 All functions are pure and jittable; the posterior state is a pytree (a ``NamedTuple``).
 """
@@ -178,47 +178,3 @@ def sample_prompts(key, probs, batch_size: int, *, replace: bool = False):
                          f"it must be <= the number of prompts {probs.shape[0]}")
     ids = jax.random.choice(key, probs.shape[0], (int(batch_size),), replace=replace, p=probs)
     return ids.astype(jnp.int32)
-
-
-# ----------------------------------------------------------------------------- filtering
-def _valid(rewards, mask):
-    rewards = jnp.asarray(rewards)
-    if rewards.ndim != 2:
-        raise ValueError(f"rewards must have shape [B, G]; got shape {rewards.shape}")
-    mask = jnp.ones(rewards.shape, bool) if mask is None else jnp.asarray(mask, bool)
-    if mask.shape != rewards.shape:
-        raise ValueError(f"mask shape {mask.shape} does not match rewards shape {rewards.shape}")
-    return rewards, mask
-
-
-def informative_groups(rewards, mask=None):
-    """Bool ``[B]``: the group has two valid rollouts with different rewards.
-
-    Groups whose valid rewards are all equal (all correct, all wrong, or fewer than two valid
-    rollouts) have zero group-relative advantage and are dropped by dynamic sampling.
-    """
-    rewards, mask = _valid(rewards, mask)
-    big = jnp.asarray(jnp.inf, rewards.dtype) if jnp.issubdtype(rewards.dtype, jnp.floating) \
-        else jnp.iinfo(rewards.dtype).max
-    lo = jnp.where(mask, rewards, big).min(-1)
-    hi = jnp.where(mask, rewards, -big).max(-1)
-    return (mask.sum(-1) >= 2) & (hi > lo)
-
-
-def dynamic_sampling_filter(rewards, mask=None):
-    """The validity mask with every non-informative group masked out (``[B, G]`` bool)."""
-    rewards, mask = _valid(rewards, mask)
-    return mask & informative_groups(rewards, mask)[:, None]
-
-
-def group_outcomes(rewards, mask=None, *, threshold: float = 0.5):
-    """Per-group flags ``(all_correct, all_incorrect)`` (bool ``[B]``) for binary rewards.
-
-    A rollout is correct when ``reward > threshold``. A group without valid rollouts is
-    neither (both flags False).
-    """
-    rewards, mask = _valid(rewards, mask)
-    correct = rewards > threshold
-    n = mask.sum(-1)
-    hits = (correct & mask).sum(-1)
-    return (n > 0) & (hits == n), (n > 0) & (hits == 0)

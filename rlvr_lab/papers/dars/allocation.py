@@ -1,6 +1,6 @@
 """DARS rollout schedules: how many extra rollouts a prompt gets from its stage-1 accuracy.
 
-DARS (Difficulty Adaptive Rollout Sampling; PAPERS.md section 2) rebalances the cumulative
+DARS (Difficulty Adaptive Rollout Sampling, the DARS paper) rebalances the cumulative
 advantage ``sum_i |A_i| = N * S(a)`` of a group of N binary rollouts at accuracy ``a`` —
 ``S(a) = 2a(1-a)`` without std scaling, ``2 sqrt(a(1-a))`` with it — which vanishes for hard
 prompts. After a first stage of N rollouts, a prompt with ``a < 0.5`` gets ``dN`` extra ones:

@@ -1,4 +1,4 @@
-"""Cumulative advantage of a GRPO group: the depth bias that DARS corrects (PAPERS.md sec. 2).
+"""Cumulative advantage of a GRPO group: the depth bias that DARS corrects (the DARS paper).
 
 For ``n`` binary rollouts with empirical accuracy ``a`` and advantages ``A_i = r_i - a``,
 ``c = a n`` rollouts have ``|A| = 1 - a`` and ``n - c`` have ``|A| = a``, so

@@ -1,6 +1,6 @@
 """E3: rank-based rollout allocation with a widening range, and entropy-targeting temperature.
 
-Both rules follow the authors' code (LiaoMengqi/E3-RL4LLMs; PAPERS.md section 5).
+Both rules follow the authors' code (LiaoMengqi/E3-RL4LLMs).
 
 Allocation. Prompts are ranked by their mean reward so far; ``rank_i = position / |D|`` in
 [0, 1) with larger = harder; prompts never seen get weight 0 (the code's ``-100``). A batch of

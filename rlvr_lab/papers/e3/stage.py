@@ -40,8 +40,8 @@ class E3State(NamedTuple):
     counters: GroupCounters
 
 
-def _init(sampler: Sampler, shape: StageShape, *, n_update=2, n_low=4, n_high=12, steps_per_epoch=None,
-             cap_at_max=True):
+def _init(sampler: Sampler, shape: StageShape, *, n_update=2, n_low=4, n_high=12,
+          steps_per_epoch=None, cap_at_max=True):
     e3_alloc.e3_schedule(0, shape.num_generations, n_update=n_update, n_low=n_low,
                          n_high=n_high)  # validates the range
     k = sampler.num_prompts

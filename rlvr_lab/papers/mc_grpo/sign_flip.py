@@ -1,4 +1,4 @@
-"""Advantage sign flips under mean and median group baselines (MC-GRPO, PAPERS.md section 1).
+"""Advantage sign flips under mean and median group baselines (the MC-GRPO paper).
 
 A rollout with reward ``r`` has the *true* advantage ``r - ref`` (``ref`` the population mean
 by default) and the *estimated* advantage ``r - b`` with ``b`` a baseline computed from its

@@ -228,7 +228,7 @@ def provision(pool: list[WorkerType], measured: dict, workload: Workload,
 
 
 def predict_for(active, measured, t_train, batch_tokens, network, trainer, staleness_bound):
-    """Bound model (PAPERS.md): utilisation of a set of active workers from worst-case D."""
+    """Bound model (the ECHO-2 paper): utilisation of a set of active workers from worst-case D."""
     theta = sum(measured[w.name][0] for w in active)
     d = float(network.delays(len(active)).max()) + trainer.weight_sync_s if active else 0.0
     # the batch is filled mostly by the fast workers: throughput-weighted group latency
