@@ -258,7 +258,7 @@ if not QUICK:
 # %% [markdown]
 # ## 9. APRIL on the small model: what to do with the stale prefix
 # The simulator counts off-policy tokens; here APRIL runs for real on the tiny transformer
-# (`rlvr_lab.train.partial`, GRPO on arithmetic from the SFT base). Each step runs r·N groups
+# (`rlvr_lab.papers.systems.partial`, GRPO on arithmetic from the SFT base). Each step runs r·N groups
 # (r = 2; the FIFO buffer of unfinished groups first), stops when N groups are complete (lock-step
 # decoding: a response needing n more tokens finishes after n decode steps), and keeps every
 # unfinished response. Next step it is resumed as prompt + partial text under the new weights, so
@@ -277,7 +277,8 @@ if not QUICK:
 # %%
 import jax
 from rlvr_lab.envs import tokenizer
-from rlvr_lab.train import partial, sequence
+from rlvr_lab.papers.systems import partial
+from rlvr_lab.train import sequence
 from simulations import april_prefix as AP
 rl = AP.rl_config(True)
 trainer = sequence.Trainer(rl)

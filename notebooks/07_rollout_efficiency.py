@@ -38,8 +38,8 @@ import jax
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import quant
-from rlvr_lab.train import spec_rl
+from rlvr_lab.papers.fp8 import quant
+from rlvr_lab.papers.spec_rl import speculative as spec_rl
 from simulations import fp8 as F
 from simulations import spec_rl as S
 from rlvr_lab import plotting
@@ -157,7 +157,7 @@ fig = spec_rl.figure(df)
 # %% [markdown]
 # ## 2. FP8 rollouts: blockwise fake quantisation and the mismatch it causes
 #
-# `rlvr_lab.quant.fake_quantise(x, fmt, block)` rounds each block, scaled by its absmax, to the
+# `rlvr_lab.papers.fp8.quant.fake_quantise(x, fmt, block)` rounds each block, scaled by its absmax, to the
 # format's grid (E4M3 via `jnp.float8_e4m3fn`; the coarse E2M1 "FP4" grid to make the mismatch
 # visible at toy scale) and scales back. The rollout engine samples from a copy of the policy
 # with quantised linear-layer weights (and, W8A8, activations in 1×128 blocks); the trainer

@@ -1,10 +1,11 @@
 """APRIL on the tiny transformer: what to do with the stale prefix of a resumed response.
 
-APRIL (``rlvr_lab.train.partial``) over-provisions r·N groups (r = 2), stops the round when N
-groups are complete, and resumes the unfinished responses next step under the new weights, so
-the start of a trained response can come from an older policy. The original APRIL code trains
-on those tokens as if on-policy; newer slime can mask them or apply token-level TIS. Here, on
-the quick small-model preset (GRPO, arithmetic, same settings as ``tiny_grpo``), we compare:
+APRIL (``rlvr_lab.papers.systems.partial``) over-provisions r·N groups (r = 2), stops the round
+when N groups are complete, and resumes the unfinished responses next step under the new
+weights, so the start of a trained response can come from an older policy. The original APRIL
+code trains on those tokens as if on-policy; newer slime can mask them or apply token-level
+TIS. Here, on the quick small-model preset (GRPO, arithmetic, same settings as ``tiny_grpo``),
+we compare:
 
 - ``sync``: synchronous GRPO (r = 1: every group finishes, no stale tokens);
 - ``none``: APRIL, stale tokens trained as if on-policy (the trainer's own log-probs);
@@ -16,8 +17,9 @@ panel (not APRIL) resumes buffered groups only after ``STRESS_DELAY`` extra step
 prefixes lag by ``STRESS_DELAY + 1`` versions or more.
 
 The round model is lock-step decoding (a response needing n more tokens finishes after n
-decode steps; see :mod:`rlvr_lab.train.partial`); arithmetic completions are 4-14 tokens, so
-the length distribution has no long tail: the cut falls in the middle of most long responses.
+decode steps; see :mod:`rlvr_lab.papers.systems.partial`); arithmetic completions are 4-14
+tokens, so the length distribution has no long tail: the cut falls in the middle of most
+long responses.
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ import pandas as pd
 
 from rlvr_lab import plotting
 from rlvr_lab.experiments import claim, experiment
-from rlvr_lab.train import partial, sequence
+from rlvr_lab.papers.systems import partial
+from rlvr_lab.train import sequence
 from simulations import tiny_grpo
 
 PAPER = "APRIL"

@@ -1,8 +1,9 @@
 """FP8 (and FP4) rollouts with token TIS / MIS correction on the tiny transformer (veRL).
 
-The rollout engine samples from a fake-quantised copy of the policy (:mod:`rlvr_lab.quant`:
-blockwise absmax-scaled E4M3 weights of the linear layers, 1x128 activation blocks -- W8A8),
-re-quantised from the float32 weights at every step; the trainer rescores the sampled tokens
+The rollout engine samples from a fake-quantised copy of the policy
+(:mod:`rlvr_lab.papers.fp8.quant`: blockwise absmax-scaled E4M3 weights of the linear layers,
+1x128 activation blocks -- W8A8), re-quantised from the float32 weights at every step; the
+trainer rescores the sampled tokens
 in float32, so ``rho = pi_train / pi_rollout`` differs from 1 and
 :mod:`rlvr_lab.train.sequence` can correct it (``rollout_correction`` "tis" / "mis", C = 2).
 
@@ -43,7 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import losses, plotting, quant
+from rlvr_lab import losses, plotting
+from rlvr_lab.papers.fp8 import quant
 from rlvr_lab.envs import tasks
 from rlvr_lab.experiments import claim, experiment
 from rlvr_lab.models import transformer

@@ -2,9 +2,10 @@
 
 GRPO (PPO-clip, two minibatches, token-mean, no KL; the ``tiny_grpo`` recipe) trains the SFT
 base for several epochs over one FIXED prompt set, in the same batches every epoch, so every
-revisit has the prompt's previous responses in the cache (:mod:`rlvr_lab.train.spec_rl`). The
-lenience sweep of the paper, ``l`` in {vanilla, 1, e^0.2, e^0.5, e^1, e^2, inf}, plus its
-random-cut ablation, runs from the same base, prompt set and keys (epoch 1 -- no cache yet --
+revisit has the prompt's previous responses in the cache
+(:mod:`rlvr_lab.papers.spec_rl.speculative`). The lenience sweep of the paper, ``l`` in
+{vanilla, 1, e^0.2, e^0.5, e^1, e^2, inf}, plus its random-cut ablation, runs from the same
+base, prompt set and keys (epoch 1 -- no cache yet --
 is identical across the sweep). Measured per step: tokens actually generated, tokens reused,
 rollout wall and process-CPU time (verification + decoding, compilation excluded), batch
 pass@1; at the end held-out pass@1 (64-128 held-out sums x 8 samples) and pass@1 of fresh
@@ -38,7 +39,8 @@ import numpy as np
 
 from rlvr_lab import plotting
 from rlvr_lab.experiments import claim, experiment
-from rlvr_lab.train import sequence, sft, spec_rl
+from rlvr_lab.papers.spec_rl import speculative as spec_rl
+from rlvr_lab.train import sequence, sft
 
 PAPER = "SPEC-RL"
 PAPER_TABLE = {"vanilla": "554.8M tokens, 1x, score 46.7", "l=1": "419.1M, 1.22x, 46.6",

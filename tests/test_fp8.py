@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from small_model import RL, TINY
 
-from rlvr_lab import losses, quant
+from rlvr_lab import losses
+from rlvr_lab.papers.fp8 import quant
 from rlvr_lab.models import transformer as T
 from rlvr_lab.train import sequence, sft
 from simulations.fp8 import _share_compiled

@@ -12,7 +12,8 @@ from small_model import RL, TINY
 
 from rlvr_lab.models import transformer as T
 from rlvr_lab.models.transformer import PAD_ID
-from rlvr_lab.train import partial, sequence, sft
+from rlvr_lab.papers.systems import partial
+from rlvr_lab.train import sequence, sft
 
 APRIL = partial.PartialConfig(RL, over_provision=2.0)
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rlvr_lab import quant
+from rlvr_lab.papers.fp8 import quant
 from rlvr_lab.models import transformer as T
 
 

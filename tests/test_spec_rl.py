@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from small_model import RL, TINY
 
 from rlvr_lab.models import transformer as T
-from rlvr_lab.train import sft, spec_rl
+from rlvr_lab.papers.spec_rl import speculative as spec_rl
+from rlvr_lab.train import sft
 
 
 @pytest.fixture(scope="module")

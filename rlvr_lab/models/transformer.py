@@ -57,8 +57,8 @@ class TransformerConfig:
     ``hook(site, x) -> x`` applied to activations at named sites -- the inputs of the four
     linear layers (``"qkv_in"``, ``"proj_in"``, ``"up_in"``, ``"down_in"``) and the keys and
     values written to the KV cache (``"k"``, ``"v"``, shape ``[B, T, H, Dh]``). Used by
-    :mod:`rlvr_lab.quant` for W8A8 / FP8-KV fake-quantised rollouts. It is left out of the
-    ``repr`` so checkpoint structure strings (and cached SFT bases) are unchanged.
+    :mod:`rlvr_lab.papers.fp8.quant` for W8A8 / FP8-KV fake-quantised rollouts. It is left out
+    of the ``repr`` so checkpoint structure strings (and cached SFT bases) are unchanged.
     """
 
     vocab_size: int

@@ -1,7 +1,8 @@
 """Rollout-system simulator: what would synchronous, APRIL, AReaL, ECHO-2 or async agents buy
 with *your* length distribution, model and cluster?
 
-Modules (loaded lazily, each independent):
+Modules (the simulator's are imported here; ``learning`` and ``partial`` train with JAX and
+are imported when used):
 
 - ``lengths``  — response-length laws (truncated log-normal, heavy-tailed mix, empirical).
 - ``engine``   — cost model (decode step ``tau0 + tau1*b + tau2*sum ctx``, prefill, trainer)
@@ -14,31 +15,36 @@ Modules (loaded lazily, each independent):
 - ``agents``   — WebGym-style multi-turn agents with environment latency (naive vs async).
 - ``learning`` — couples simulated staleness to training on the prompt bank (naive PPO vs
   AReaL decoupled PPO).
+- ``partial``  — APRIL's partial rollouts for real on the tiny transformer (stale-prefix
+  treatments).
 """
-from __future__ import annotations
+from rlvr_lab.papers.systems import agents, echo, engine, lengths, policies  # noqa: F401
+from rlvr_lab.papers.systems.agents import AgentWorkload, Latency, run_agents
+from rlvr_lab.papers.systems.echo import (
+    WORKER_TYPES,
+    broadcast_delays,
+    predict_utilisation,
+    provision,
+)
+from rlvr_lab.papers.systems.engine import (
+    ENGINE_PRESETS,
+    TRAINER_PRESETS,
+    Engine,
+    EngineConfig,
+    TrainerConfig,
+)
+from rlvr_lab.papers.systems.lengths import Empirical, HeavyTailMix, LogNormal, constant
+from rlvr_lab.papers.systems.policies import (
+    Workload,
+    areal_admits,
+    run_async,
+    run_partial,
+    run_sync,
+)
 
-import importlib
-
-_EXPORTS = {
-    "EngineConfig": "engine", "TrainerConfig": "engine", "Engine": "engine",
-    "ENGINE_PRESETS": "engine", "TRAINER_PRESETS": "engine",
-    "LogNormal": "lengths", "HeavyTailMix": "lengths", "Empirical": "lengths",
-    "constant": "lengths",
-    "Workload": "policies", "run_sync": "policies", "run_partial": "policies",
-    "run_async": "policies", "areal_admits": "policies",
-    "broadcast_delays": "echo", "predict_utilisation": "echo", "provision": "echo",
-    "WORKER_TYPES": "echo",
-    "AgentWorkload": "agents", "Latency": "agents", "run_agents": "agents",
-}
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    if name in ("lengths", "engine", "policies", "echo", "agents", "learning"):
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_EXPORTS))
+__all__ = [
+    "AgentWorkload", "ENGINE_PRESETS", "Empirical", "Engine", "EngineConfig", "HeavyTailMix",
+    "Latency", "LogNormal", "TRAINER_PRESETS", "TrainerConfig", "WORKER_TYPES", "Workload",
+    "areal_admits", "broadcast_delays", "constant", "predict_utilisation", "provision",
+    "run_agents", "run_async", "run_partial", "run_sync",
+]

@@ -87,7 +87,7 @@ def _cast_round(dtype):
     return lambda y: y.astype(dtype).astype(jnp.float32)
 
 
-FORMATS: Registry = Registry("quantisation format")
+FORMATS: Registry = Registry("quant_format", "quantisation format")
 for _fmt in (
         Format("e4m3", 448.0, _cast_round(jnp.float8_e4m3fn), "FP8 E4M3 (fn): 3 mantissa bits"),
         Format("e5m2", 57344.0, _cast_round(jnp.float8_e5m2), "FP8 E5M2: 2 mantissa bits"),
