@@ -3,7 +3,7 @@
 Both run the same algorithm on the same bank: B prompts drawn without replacement, G
 inverse-CDF samples each, GRPO advantages (group std), ``num_iterations`` epochs over the
 groups reshuffled into ``num_minibatches`` minibatches, PPO-clip with token-mean loss, Adam.
-``tests/test_bandit.py`` replays the trainer's own rollouts and minibatches through
+``tests/core/test_bandit.py`` replays the trainer's own rollouts and minibatches through
 :func:`numpy_update` (with SGD) and ends at the trainer's logits, and checks :class:`NumpyAdam`
 against ``optax.adam``, so the two sides are the same algorithm. The NumPy loop is vectorised
 within a seed (over prompts and rollouts; one softmax row per group, whose rollouts share the
