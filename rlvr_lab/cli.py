@@ -23,20 +23,45 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+MAX_SEEDS = 4096  # seeds are vmapped in memory; more than this is a typo, not a study
+MAX_SHOWN = 80  # characters of a user value echoed in a one-line error
+
+
+def _shown(text: str) -> str:
+    """``text`` for an error message, truncated so the message stays one readable line."""
+    text = str(text)
+    return repr(text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "...")
+
+
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
+    # int() accepts full-width digits, underscores and surrounding spaces; a seed count is
+    # typed by a person, so anything but plain ASCII digits is more likely a mistake
+    if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(
-            f"invalid --seeds value {text!r}: must be a positive integer") from None
-    if value < 1:
+            f"invalid --seeds value {_shown(text)}: must be a positive integer written with "
+            f"ASCII digits 0-9, at most {MAX_SEEDS}")
+    value = int(text, 10)
+    if not 1 <= value <= MAX_SEEDS:
         raise argparse.ArgumentTypeError(
-            f"invalid --seeds value {text!r}: must be a positive integer (>= 1)")
+            f"invalid --seeds value {_shown(text)}: must be between 1 and {MAX_SEEDS}")
     return value
 
 
+class _Once(argparse.Action):
+    """An option that may be given once: a repeat would silently keep only the last value."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest) is not None:
+            raise UsageError(f"{option_string} given twice ({_shown(getattr(namespace, self.dest))}"
+                             f" and {_shown(values)}); give it once")
+        setattr(namespace, self.dest, values)
+
+
 def _build_parser() -> argparse.ArgumentParser:
+    from rlvr_lab import __version__
+
     parser = _Parser(prog="rlvr-lab", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"rlvr-lab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{list,run,reproduce,bench}",
                                 parser_class=_Parser)
     sub.required = True
@@ -45,36 +70,47 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("name", help="experiment name (see `rlvr-lab list`)")
     run.add_argument("--quick", action="store_true", help="small settings (minutes -> seconds)")
     run.add_argument("--seeds", type=_positive_int, default=None, help="number of seeds")
-    run.add_argument("--out", default=None, help="output folder (default figures/ or "
+    run.add_argument("--out", default=None, action=_Once, help="output folder (default figures/ or "
                                                  "figures/quick/)")
     run.add_argument("--force", action="store_true", help="rerun even if a result exists")
+    run.add_argument("--strict", action="store_true", help="exit 1 if a claim fails")
     rep = sub.add_parser("reproduce", help="run all experiments, write claims.csv/CLAIMS.md")
     rep.add_argument("--quick", action="store_true", help="small settings, into figures/quick/")
-    rep.add_argument("--only", default=None, metavar="PAPER", help="only this paper's experiments")
+    rep.add_argument("--only", default=None, action=_Once, metavar="PAPER",
+                     help="only this paper's experiments")
     rep.add_argument("--strict", action="store_true", help="exit 1 if any claim fails")
     rep.add_argument("--force", action="store_true", help="rerun even if results exist")
     bench = sub.add_parser("bench", help="performance ratios")
     bench.add_argument("--quick", action="store_true", help="small sizes")
-    bench.add_argument("--only", default=None, metavar="NAME", help="one measure")
+    bench.add_argument("--only", default=None, action=_Once, metavar="NAME", help="one measure")
     parser.subcommands = sub.choices
     return parser
 
 
 def _check_out_dir(out: str) -> Path:
     """The --out folder must be creatable and writable; checked before any work."""
+    if not out.strip():
+        raise UsageError("--out '' is empty; give a folder path")
+    if ".." in Path(out).parts:
+        # mkdir would create the folders before '..' that the path then leaves again
+        raise UsageError(f"--out {_shown(out)} contains '..'; give the folder without it")
     path = Path(out)
+    if path.is_symlink() and not path.exists():
+        raise UsageError(f"--out {_shown(out)} is a dangling symbolic link")
     if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {out!r} is not a directory")
+        raise UsageError(f"--out {_shown(out)} is not a directory")
     probe = path
     while not probe.exists():
+        if probe.is_symlink() or probe == probe.parent:
+            raise UsageError(f"--out {_shown(out)} is not creatable")
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {out!r} is not writable")
+        raise UsageError(f"--out {_shown(out)} is not writable")
     try:
         with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError:
-        raise UsageError(f"--out {out!r} is not writable") from None
+        raise UsageError(f"--out {_shown(out)} is not writable") from None
     return path
 
 
@@ -95,16 +131,22 @@ def _cmd_run(args) -> int:
     from rlvr_lab import experiments
 
     if args.name not in experiments.names():
-        raise UsageError(f"unknown experiment {args.name!r}; valid: "
+        raise UsageError(f"unknown experiment {_shown(args.name)}; valid: "
                          f"{', '.join(experiments.names())}")
     out = _check_out_dir(args.out) if args.out is not None else None
+    if out is None:
+        _check_out_dir(str(experiments.default_out_dir(args.quick)))
     result = experiments.run(args.name, quick=args.quick, seeds=args.seeds, out_dir=out,
                              force=args.force)
     where = out if out is not None else experiments.default_out_dir(args.quick)
     state = "reused stored result" if result.skipped else f"{result.seconds:.1f} s"
     print(f"{args.name} ({result.paper}): {state}; figures in {where}")
-    print(experiments.format_table(result.claims_frame()))
-    return 0
+    df = result.claims_frame()
+    print(experiments.format_table(df))
+    if result.error:
+        print(f"error in {args.name}: {result.error.strip().splitlines()[-1]}", file=sys.stderr)
+        return 1
+    return 1 if (args.strict and (df["verdict"] == "fail").any()) else 0
 
 
 def _cmd_reproduce(args) -> int:
@@ -113,7 +155,8 @@ def _cmd_reproduce(args) -> int:
     if args.only is not None:
         papers = experiments.papers()
         if args.only.lower() not in {p.lower() for p in papers}:
-            raise UsageError(f"unknown paper {args.only!r}; valid: {', '.join(papers)}")
+            raise UsageError(f"unknown paper {_shown(args.only)}; valid: {', '.join(papers)}")
+    _check_out_dir(str(experiments.default_out_dir(args.quick)))
     results, df = experiments.reproduce(quick=args.quick, only=args.only, force=args.force)
     out = experiments.default_out_dir(args.quick)
     print(experiments.format_table(df))
@@ -134,7 +177,8 @@ def _cmd_bench(args) -> int:
     names = benchmarks.names()
     if args.only is not None:
         if args.only not in names:
-            raise UsageError(f"unknown benchmark {args.only!r}; valid: {', '.join(names)}")
+            raise UsageError(f"unknown benchmark {_shown(args.only)}; valid: "
+                             f"{', '.join(names)}")
         names = [args.only]
     for name in names:
         print(benchmarks.run(name, quick=args.quick).line(), flush=True)
@@ -148,7 +192,7 @@ def main(argv=None) -> int:
         if extra:
             sub = parser.subcommands[args.command]
             allowed = sorted(o for o in sub._option_string_actions if o.startswith("--"))
-            raise UsageError(f"unrecognized argument {extra[0]!r} for '{args.command}'; "
+            raise UsageError(f"unrecognized argument {_shown(extra[0])} for '{args.command}'; "
                              f"allowed: {', '.join(allowed)}")
         handler = {"list": _cmd_list, "run": _cmd_run, "reproduce": _cmd_reproduce,
                    "bench": _cmd_bench}[args.command]
@@ -158,7 +202,11 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("rlvr-lab: interrupted; finished experiments are kept", file=sys.stderr)
-        return 130
+        # returning runs interpreter shutdown while XLA's threads may still be working, which
+        # crashed with SIGSEGV; flush and leave without that teardown
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
 
 
 if __name__ == "__main__":

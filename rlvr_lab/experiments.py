@@ -359,19 +359,35 @@ def _result_path(out_dir: Path, name: str) -> Path:
     return Path(out_dir) / "results" / f"{name}.json"
 
 
-def _load_result(path: Path, chash: str, out_dir: Path) -> Result | None:
+def _read_result(path: Path) -> Result | None:
+    """A stored result, or None (with a one-line warning) when the file is unreadable or
+    malformed: the caller recomputes that experiment instead of failing on another's file."""
+    if not path.exists():
+        return None
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        claims = [_claim_from_dict(c) for c in data["claims"]]
+        return Result(experiment=data["experiment"], paper=data["paper"], claims=claims,
+                      figures=list(data["figures"]), tables=list(data.get("tables", [])),
+                      seconds=float(data["seconds"]), config_hash=data["config_hash"],
+                      skipped=True, error=data.get("error", "") or "")
+    except Exception as err:  # noqa: BLE001 - any malformed content means "not usable"
+        import sys
+        print(f"warning: ignoring unreadable results file {path} ({type(err).__name__}); "
+              "that experiment will be recomputed", file=sys.stderr)
         return None
-    if data.get("config_hash") != chash or data.get("error"):
+
+
+def _load_result(path: Path, chash: str, out_dir: Path) -> Result | None:
+    result = _read_result(path)
+    if result is None or result.config_hash != chash or result.error:
         return None
-    if not all((out_dir / f"{f}.png").exists() for f in data.get("figures", [])):
+    # a figure or table truncated by a crash exists but is empty: not reusable
+    outputs = [out_dir / f"{f}.png" for f in result.figures]
+    outputs += [out_dir / "data" / f"{t}.csv.gz" for t in result.tables]
+    if not all(p.is_file() and p.stat().st_size > 0 for p in outputs):
         return None
-    claims = [_claim_from_dict(c) for c in data["claims"]]
-    return Result(experiment=data["experiment"], paper=data["paper"], claims=claims,
-                  figures=data["figures"], tables=data.get("tables", []),
-                  seconds=data["seconds"], config_hash=chash, skipped=True)
+    return result
 
 
 def run(name: str, *, quick: bool = False, seeds: int | None = None,
@@ -496,13 +512,9 @@ def _merge_previous(out: Path, results: list[Result]) -> list[Result]:
     for name in names():
         if name in done:
             continue
-        path = _result_path(out, name)
-        if path.exists():
-            data = json.loads(path.read_text())
-            claims = [_claim_from_dict(c) for c in data["claims"]]
-            merged.append(Result(name, data["paper"], claims, data["figures"],
-                                 data.get("tables", []), data["seconds"],
-                                 data["config_hash"], skipped=True, error=data.get("error", "")))
+        previous = _read_result(_result_path(out, name))
+        if previous is not None:
+            merged.append(previous)
     return sorted(merged, key=lambda r: r.experiment)
 
 

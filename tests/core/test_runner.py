@@ -1,0 +1,88 @@
+"""Runner robustness: malformed stored results, truncated outputs, results that recorded errors."""
+import json
+
+import pandas as pd
+import pytest
+
+from rlvr_lab import experiments
+from rlvr_lab.experiments import claim, experiment
+
+CALLS = {"n": 0}
+
+
+@experiment("_test_runner_a", paper="RunnerPaperA", claims=("ok",), quick_seeds=1)
+def _runner_a(ctx):
+    CALLS["n"] += 1
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    ctx.save_figure(fig, "runner_a_fig")
+    plt.close(fig)
+    ctx.save_table(pd.DataFrame({"x": [1]}), "runner_a_table")
+    return [claim("ok", "one is one", 1.0, True, "measured == 1")]
+
+
+@experiment("_test_runner_b", paper="RunnerPaperB", claims=("ok_b",), quick_seeds=1)
+def _runner_b(ctx):
+    return [claim("ok_b", "two is two", 2.0, True, "measured == 2")]
+
+
+@pytest.mark.parametrize("content", [b"garbage\x00\xff{", b"{}", b"[]",
+                                     b'{"experiment": "_test_runner_b"}'])
+def test_malformed_result_of_another_paper_is_warned_and_skipped(tmp_path, content, capsys):
+    other = tmp_path / "results" / "_test_runner_b.json"
+    other.parent.mkdir(parents=True)
+    other.write_bytes(content)
+    results, df = experiments.reproduce(quick=True, only="RunnerPaperA", out_dir=tmp_path,
+                                        progress=False)
+    assert "ok" in df["claim"].tolist() and "ok_b" not in df["claim"].tolist()
+    assert "ignoring unreadable results file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"garbage\x00\xff{", b"{}", b"[]"])
+def test_malformed_own_result_is_recomputed(tmp_path, content):
+    path = tmp_path / "results" / "_test_runner_a.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    CALLS["n"] = 0
+    r = experiments.run("_test_runner_a", quick=True, out_dir=tmp_path)
+    assert not r.skipped and CALLS["n"] == 1
+    assert json.loads(path.read_text())["claims"][0]["id"] == "ok"
+
+
+@pytest.mark.parametrize("victim", ["runner_a_fig.png", "data/runner_a_table.csv.gz"])
+def test_truncated_or_missing_output_is_not_reused(tmp_path, victim):
+    experiments.run("_test_runner_a", quick=True, out_dir=tmp_path)
+    CALLS["n"] = 0
+    (tmp_path / victim).write_bytes(b"")
+    assert not experiments.run("_test_runner_a", quick=True, out_dir=tmp_path).skipped
+    (tmp_path / victim).unlink()
+    assert not experiments.run("_test_runner_a", quick=True, out_dir=tmp_path).skipped
+    assert CALLS["n"] == 2
+    assert experiments.run("_test_runner_a", quick=True, out_dir=tmp_path).skipped
+
+
+def test_result_that_recorded_an_error_is_not_reused(tmp_path):
+    experiments.run("_test_runner_a", quick=True, out_dir=tmp_path)
+    path = tmp_path / "results" / "_test_runner_a.json"
+    data = json.loads(path.read_text())
+    data["error"] = "RuntimeError: boom"
+    path.write_text(json.dumps(data))
+    CALLS["n"] = 0
+    assert not experiments.run("_test_runner_a", quick=True, out_dir=tmp_path).skipped
+    assert CALLS["n"] == 1
+
+
+def test_only_keeps_other_papers_rows(tmp_path):
+    experiments.run("_test_runner_b", quick=True, out_dir=tmp_path)
+    _, df = experiments.reproduce(quick=True, only="RunnerPaperA", out_dir=tmp_path,
+                                  progress=False)
+    assert {"ok", "ok_b"} <= set(df["claim"])
+
+
+def test_config_hash_follows_the_source_digest(monkeypatch):
+    exp = experiments.get("_test_runner_a")
+    before = experiments.config_hash(exp, quick=True, seeds=1)
+    monkeypatch.setattr(experiments, "_source_digest", lambda e: "changed")
+    assert experiments.config_hash(exp, quick=True, seeds=1) != before
