@@ -336,9 +336,15 @@ def source_files(module_file: str | Path) -> list[Path]:
 
 
 def _source_digest(exp: Experiment) -> str:
+    """Digest of the experiment's module, what it imports, and every library source file.
+
+    Import tracing misses modules imported inside functions or by name, so every file of
+    ``rlvr_lab`` counts too: an edit anywhere in the library reruns experiments (conservative,
+    never stale)."""
     h = hashlib.sha256()
     root = Path(__file__).resolve().parents[1]
-    for f in source_files(exp.module_file):
+    library = sorted(Path(__file__).resolve().parent.rglob("*.py"))
+    for f in sorted(set(source_files(exp.module_file)) | set(library)):
         h.update(str(f.relative_to(root) if f.is_relative_to(root) else f.name).encode())
         h.update(f.read_bytes())
     return h.hexdigest()
@@ -518,13 +524,41 @@ def _merge_previous(out: Path, results: list[Result]) -> list[Result]:
     return sorted(merged, key=lambda r: r.experiment)
 
 
-def format_table(df: pd.DataFrame) -> str:
-    """A plain-text claims table for the terminal."""
+def format_table(df: pd.DataFrame, width: int | None = None) -> str:
+    """A plain-text claims table for the terminal; under each failing or inconclusive row its
+    reason, wrapped to ``width`` (default: the terminal's)."""
+    import shutil
+    import textwrap
+
     if df.empty:
         return "(no claims)"
+    width = width or shutil.get_terminal_size((100, 24)).columns
     status = df["verdict"].map({"fail": "FAIL"}).fillna(df["verdict"])
+    measured = [r.measured_text if pd.isna(r.measured) else f"{r.measured:.4g}"
+                for r in df.itertuples()]
     show = pd.DataFrame({"experiment": df["experiment"], "claim": df["claim"],
-                         "measured": df["measured"], "criterion": df["criterion"],
-                         "status": status})
-    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
-        return show.to_string(index=False)
+                         "measured": measured, "status": status})
+    with pd.option_context("display.max_colwidth", 40, "display.width", width):
+        lines = show.to_string(index=False).splitlines()
+    out = lines[:1]
+    for line, r in zip(lines[1:], df.itertuples()):
+        out.append(line)
+        if r.verdict in ("fail", "inconclusive") and str(r.reason or "").strip():
+            out.extend(textwrap.wrap(f"reason: {r.reason}", width=max(width, 40),
+                                     initial_indent="    ", subsequent_indent="      "))
+    return "\n".join(out)
+
+
+def load(name: str, *, quick: bool = False, out_dir: str | Path | None = None) -> pd.DataFrame:
+    """The claims of experiment ``name`` as stored by its last run (one row per claim).
+
+    Tables saved by the experiment are in ``<out>/data/<table>.csv.gz`` (``pd.read_csv``).
+    Raises ``FileNotFoundError`` naming the file when the experiment has not been run there.
+    """
+    out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
+    path = _result_path(out, name)
+    result = _read_result(path)
+    if result is None:
+        raise FileNotFoundError(f"no readable result for {name!r} at {path}; run "
+                                f"`rlvr-lab run {name}{' --quick' if quick else ''}` first")
+    return result.claims_frame()

@@ -86,3 +86,28 @@ def test_config_hash_follows_the_source_digest(monkeypatch):
     before = experiments.config_hash(exp, quick=True, seeds=1)
     monkeypatch.setattr(experiments, "_source_digest", lambda e: "changed")
     assert experiments.config_hash(exp, quick=True, seeds=1) != before
+
+
+def test_failing_rows_show_their_reason_wrapped(tmp_path):
+    df = pd.DataFrame([claim("bad", "s", 0.5, False, "c", reason="word " * 40).row()])
+    table = experiments.format_table(df, width=60)
+    assert "reason: word" in table and max(map(len, table.splitlines())) <= 60
+
+
+def test_load_returns_the_stored_claims(tmp_path):
+    experiments.run("_test_runner_b", quick=True, out_dir=tmp_path)
+    df = experiments.load("_test_runner_b", out_dir=tmp_path)
+    assert df["claim"].tolist() == ["ok_b"] and df["measured"].dtype.kind == "f"
+    with pytest.raises(FileNotFoundError, match="_test_runner_a"):
+        experiments.load("_test_runner_a", out_dir=tmp_path / "empty")
+
+
+def test_library_edit_changes_the_source_digest(tmp_path, monkeypatch):
+    exp = experiments.get("_test_runner_b")
+    before = experiments._source_digest(exp)
+    real = experiments.Path.rglob
+    extra = tmp_path / "lazily_imported.py"
+    extra.write_text("X = 1\n")
+    monkeypatch.setattr(experiments.Path, "rglob",
+                        lambda self, pat: [*real(self, pat), extra])
+    assert experiments._source_digest(exp) != before
