@@ -70,8 +70,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("name", help="experiment name (see `rlvr-lab list`)")
     run.add_argument("--quick", action="store_true", help="small settings (minutes -> seconds)")
     run.add_argument("--seeds", type=_positive_int, default=None, help="number of seeds")
-    run.add_argument("--out", default=None, action=_Once, help="output folder (default figures/ or "
-                                                 "figures/quick/)")
+    run.add_argument("--out", default=None, action=_Once,
+                     help="output folder (default $RLVR_LAB_OUTPUT or ~/.rlvr_lab/output, "
+                          "/quick for --quick)")
     run.add_argument("--force", action="store_true", help="rerun even if a result exists")
     run.add_argument("--strict", action="store_true", help="exit 1 if a claim fails")
     rep = sub.add_parser("reproduce", help="run all experiments, write claims.csv/CLAIMS.md")
@@ -133,12 +134,14 @@ def _cmd_run(args) -> int:
     if args.name not in experiments.names():
         raise UsageError(f"unknown experiment {_shown(args.name)}; valid: "
                          f"{', '.join(experiments.names())}")
-    out = _check_out_dir(args.out) if args.out is not None else None
-    if out is None:
-        _check_out_dir(str(experiments.default_out_dir(args.quick)))
+    # `run` writes to the user's output folder; only `reproduce` writes the tracked figures/
+    from rlvr_lab import io
+
+    if args.out is None:
+        args.out = str(io.output_dir() / "quick" if args.quick else io.output_dir())
+    out = where = _check_out_dir(args.out)
     result = experiments.run(args.name, quick=args.quick, seeds=args.seeds, out_dir=out,
                              force=args.force)
-    where = out if out is not None else experiments.default_out_dir(args.quick)
     state = "reused stored result" if result.skipped else f"{result.seconds:.1f} s"
     print(f"{args.name} ({result.paper}): {state}; figures in {where}")
     df = result.claims_frame()

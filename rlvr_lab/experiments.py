@@ -23,6 +23,7 @@ import inspect
 import json
 import math
 import pkgutil
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -149,6 +150,14 @@ class Context:
         """A typed ``jax.random.key`` derived from the run seed (and an optional salt)."""
         import jax
         return jax.random.fold_in(jax.random.key(self.seed), salt)
+
+    def progress(self, iterable: Iterable, desc: str, total: int | None = None):
+        """``iterable`` with a progress bar on stderr named ``<experiment>: <desc>`` (one per
+        stage or arm), so a long ``rlvr-lab run`` is never silent."""
+        from tqdm.auto import tqdm
+
+        return tqdm(iterable, desc=f"{self.name}: {desc}", total=total, leave=False,
+                    file=sys.stderr, disable=None)
 
     def save_figure(self, fig, name: str) -> list[Path]:
         paths = plotting.save_figure(fig, name, out_dir=self.out_dir)
@@ -378,7 +387,6 @@ def _read_result(path: Path) -> Result | None:
                       seconds=float(data["seconds"]), config_hash=data["config_hash"],
                       skipped=True, error=data.get("error", "") or "")
     except Exception as err:  # noqa: BLE001 - any malformed content means "not usable"
-        import sys
         print(f"warning: ignoring unreadable results file {path} ({type(err).__name__}); "
               "that experiment will be recomputed", file=sys.stderr)
         return None

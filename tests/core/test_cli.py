@@ -2,6 +2,12 @@
 import pytest
 
 from rlvr_lab import cli
+from rlvr_lab.experiments import claim, experiment
+
+
+@experiment("_test_cli_tiny", paper="CliPaper", claims=("tiny",), quick_seeds=1)
+def _tiny(ctx):
+    return [claim("tiny", "three is three", 3.0, True, "measured == 3")]
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -37,3 +43,17 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["--version"])
     assert exc.value.code == 0 and "rlvr-lab" in capsys.readouterr().out
+
+
+def test_run_writes_to_the_user_output_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RLVR_LAB_OUTPUT", str(tmp_path / "user"))
+    assert cli.main(["run", "_test_cli_tiny", "--quick"]) == 0
+    assert (tmp_path / "user" / "quick" / "results" / "_test_cli_tiny.json").exists()
+
+
+def test_unusable_output_env_is_rejected_before_work(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("RLVR_LAB_OUTPUT", str(blocker))
+    assert cli.main(["run", "_test_cli_tiny"]) == 2
+    assert "not a directory" in capsys.readouterr().err
