@@ -57,3 +57,31 @@ def test_unusable_output_env_is_rejected_before_work(tmp_path, monkeypatch, caps
     monkeypatch.setenv("RLVR_LAB_OUTPUT", str(blocker))
     assert cli.main(["run", "_test_cli_tiny"]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+SLEEPER = """
+import sys, time
+from rlvr_lab import cli
+from rlvr_lab.experiments import experiment
+
+@experiment("_test_cli_sleeper", paper="CliSleeper", claims=("never",))
+def _sleep(ctx):
+    print("started", flush=True)
+    time.sleep(60)
+
+sys.exit(cli.main(["run", "_test_cli_sleeper", "--quick", "--out", sys.argv[1]]))
+"""
+
+
+def test_ctrl_c_exits_130_without_traceback(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", SLEEPER, str(tmp_path / "o")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err and "interrupted" in err
+    assert not list((tmp_path / "o").rglob("*.json"))
