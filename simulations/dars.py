@@ -1,4 +1,4 @@
-"""DARS / DARS-B (PAPERS.md section 2): the depth bias of GRPO, difficulty-adaptive rollouts,
+"""DARS / DARS-B (docs/papers.md): the depth bias of GRPO, difficulty-adaptive rollouts,
 breadth, and pass@k on the prompt bank.
 
 Experiments:
@@ -34,7 +34,7 @@ from rlvr_lab.papers.dars.theory import expected_cumulative_advantage_dars
 from rlvr_lab.train import bandit
 
 PAPER = "DARS"
-# PAPERS.md section 2, Qwen2.5-Math-1.5B, Avg@128 / Pass@128 (percent)
+# docs/papers.md, Qwen2.5-Math-1.5B, Avg@128 / Pass@128 (percent)
 PAPER_NUMBERS = {"GRPO": (49.6, 79.6), "DARS-ET": (50.0, 81.2), "DARS-ET-B": (52.5, 80.8),
                  "DARS-HW": (50.0, 82.1), "DARS-HW-B": (52.4, 82.2)}
 DEPTH = ("GRPO N=8", "GRPO N=32", "DARS-ET", "DARS-HW")
@@ -68,7 +68,7 @@ def theory_curves(n: int = N_STAGE1, num: int = 401) -> pd.DataFrame:
 
 
 def schedule_table(n: int = N_STAGE1) -> pd.DataFrame:
-    """Extra rollouts per stage-1 accuracy k/n (the PAPERS.md check table for n = 8)."""
+    """Extra rollouts per stage-1 accuracy k/n (the paper's check table for n = 8)."""
     acc = np.arange(n + 1) / n
     out = {"correct_of_n": np.arange(n + 1), "acc": acc}
     for scale in ("none", "std"):

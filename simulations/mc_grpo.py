@@ -1,4 +1,4 @@
-"""MC-GRPO (PAPERS.md section 1): sign flips of mean vs median baselines, and training at small G.
+"""MC-GRPO (docs/papers.md): sign flips of mean vs median baselines, and training at small G.
 
 Experiments:
 
@@ -587,7 +587,7 @@ def pitfall_experiment(ctx):
         "with binary rewards and an odd group (G+1=5) MAD = 0, so every non-zero MC-GRPO "
         "advantage under the mad scale has |A| = 1/eps = 1000",
         share, share == 1.0, "share of kept non-zero advantages with |A| = 1000 (rtol 1e-4) == 1",
-        paper=PAPER, paper_value="|A| = 1000 [code, PAPERS.md pitfall]",
+        paper=PAPER, paper_value="|A| = 1000 [authors' code]",
         reason=f"{int(live.sum())} non-zero advantages; after one SGD step "
                f"{sgd_mad.clipped_frac.mean():.0%} (mad) vs {sgd_std.clipped_frac.mean():.0%} "
                f"(std) of them are already outside the PPO clip range")]

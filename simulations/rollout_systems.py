@@ -358,7 +358,7 @@ def run_echo(ctx: Context):
                      "step, but with surplus workers fresh groups wait behind older ones in "
                      "the trainer's FIFO buffer and go stale (optimistic there)"),
         claim("echo_bound_model",
-              "the PAPERS.md bound model U = T / max(T, B/Theta, (T+D+L)/(S+1)) predicts the "
+              "the bound model U = T / max(T, B/Theta, (T+D+L)/(S+1)) predicts the "
               "simulated learner utilisation", float(err_bound.mean()),
               err_bound.mean() <= 0.05 and err_bound.max() <= 0.12,
               "mean |U_pred - U_sim| <= 0.05 and max <= 0.12 over the (workers, S) grid",

@@ -2,7 +2,7 @@
 
 Each function here recomputes a quantity of ``rlvr_lab.advantages``, ``rlvr_lab.losses`` or
 ``rlvr_lab.metrics`` element by element (over groups, rows, tokens) from the formula in
-DESIGN.md / PAPERS.md section 0, deliberately *not* with the library's vectorised tricks, so a
+verl and TRL (docs/papers.md), deliberately *not* with the library's vectorised tricks, so a
 shared mistake is unlikely. Everything is NumPy float64 (or exact ``fractions``).
 """
 from __future__ import annotations

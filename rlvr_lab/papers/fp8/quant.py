@@ -1,6 +1,6 @@
 """Blockwise fake quantisation (FP8 E4M3 and coarser formats) for low-precision rollouts.
 
-veRL's FP8 rollout stack (PAPERS.md section 10) samples from a W8A8 copy of the policy:
+veRL's FP8 rollout stack (docs/papers.md) samples from a W8A8 copy of the policy:
 linear-layer weights are quantised to E4M3 in 128x128 blocks, activations in 1x128 blocks
 (one token x 128 channels), each block scaled by its own absmax so that the largest entry
 lands on the format's largest finite value (448 for E4M3); optionally the KV cache is FP8

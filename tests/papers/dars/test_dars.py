@@ -19,7 +19,7 @@ from rlvr_lab.papers.dars.theory import expected_cumulative_advantage_dars
 
 
 def _ref_extra(k: int, n: int, n_max: int, schedule: str, scale: str) -> int:
-    """Independent reference: the PAPERS.md formula in exact rational arithmetic.
+    """Independent reference: the paper's formula in exact rational arithmetic.
 
     With std scaling S(a) = 2 sqrt(a(1-a)) is irrational, so the ceiling is found as the
     smallest integer m with m >= x, tested by squaring both (positive) sides exactly.
@@ -43,7 +43,7 @@ def _ref_extra(k: int, n: int, n_max: int, schedule: str, scale: str) -> int:
     return max(0, min(m, n_max - n))
 
 
-PAPER_TABLE = {  # PAPERS.md section 2, N = 8, no std: acc -> (ET, HW)
+PAPER_TABLE = {  # docs/papers.md, N = 8, no std: acc -> (ET, HW)
     0: (24, 56), 1: (11, 24), 2: (3, 8), 3: (1, 3), 4: (0, 0)}
 
 

@@ -117,7 +117,7 @@ def test_exact_matches_brute_force_property(data, levels, g, baseline):
 
 
 def test_paper_quick_check_numbers():
-    """PAPERS.md section 1 quick check; G=4 mean is 0.067 exactly (PAPERS.md rounds 0.066)."""
+    """docs/papers.md quick check; G=4 mean is 0.067 exactly (the paper rounds to 0.066)."""
     v, p = (0, 1.5, 2), (0.3, 0.2, 0.5)
     got = {g: (sf.sign_flip_probability(v, p, g), sf.sign_flip_probability(v, p, g,
                                                                             baseline="median"))
