@@ -111,3 +111,11 @@ def test_library_edit_changes_the_source_digest(tmp_path, monkeypatch):
     monkeypatch.setattr(experiments.Path, "rglob",
                         lambda self, pat: [*real(self, pat), extra])
     assert experiments._source_digest(exp) != before
+
+
+def test_claims_markdown_has_one_section_per_paper_with_counts(tmp_path):
+    results = [experiments.run(n, quick=True, out_dir=tmp_path)
+               for n in ("_test_runner_a", "_test_runner_b")]
+    md = experiments.claims_markdown(experiments.claims_frame(results), quick=True)
+    assert "## RunnerPaperA" in md and "## RunnerPaperB" in md
+    assert "How to read" in md and "Source tags" in md and md.count("1 pass, 0 fail") == 2
