@@ -47,6 +47,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
+FORMATS = ("table", "md", "csv", "json")
+
+
+def _render(df, fmt: str, *, quick: bool) -> str:
+    """The claims frame as a terminal table, Markdown, CSV or JSON records."""
+    from rlvr_lab import experiments
+
+    if fmt == "md":
+        return experiments.claims_markdown(df, quick=quick)
+    if fmt == "csv":
+        return df.to_csv(index=False).rstrip("\n")
+    if fmt == "json":
+        return df.to_json(orient="records", indent=1)
+    return experiments.format_table(df)
+
+
 class _Once(argparse.Action):
     """An option that may be given once: a repeat would silently keep only the last value."""
 
@@ -75,11 +91,13 @@ def _build_parser() -> argparse.ArgumentParser:
                           "/quick for --quick)")
     run.add_argument("--force", action="store_true", help="rerun even if a result exists")
     run.add_argument("--strict", action="store_true", help="exit 1 if a claim fails")
+    run.add_argument("--format", choices=FORMATS, default="table", help="claims output format")
     rep = sub.add_parser("reproduce", help="run all experiments, write claims.csv/CLAIMS.md")
     rep.add_argument("--quick", action="store_true", help="small settings, into figures/quick/")
     rep.add_argument("--only", default=None, action=_Once, metavar="PAPER",
                      help="only this paper's experiments")
     rep.add_argument("--strict", action="store_true", help="exit 1 if any claim fails")
+    rep.add_argument("--format", choices=FORMATS, default="table", help="claims output format")
     rep.add_argument("--force", action="store_true", help="rerun even if results exist")
     bench = sub.add_parser("bench", help="performance ratios")
     bench.add_argument("--quick", action="store_true", help="small sizes")
@@ -145,7 +163,7 @@ def _cmd_run(args) -> int:
     state = "reused stored result" if result.skipped else f"{result.seconds:.1f} s"
     print(f"{args.name} ({result.paper}): {state}; figures in {where}")
     df = result.claims_frame()
-    print(experiments.format_table(df))
+    print(_render(df, args.format, quick=args.quick))
     if result.error:
         print(f"error in {args.name}: {result.error.strip().splitlines()[-1]}", file=sys.stderr)
         return 1
@@ -162,7 +180,7 @@ def _cmd_reproduce(args) -> int:
     _check_out_dir(str(experiments.default_out_dir(args.quick)))
     results, df = experiments.reproduce(quick=args.quick, only=args.only, force=args.force)
     out = experiments.default_out_dir(args.quick)
-    print(experiments.format_table(df))
+    print(_render(df, args.format, quick=args.quick))
     failed = int(df["verdict"].isin(["fail", "inconclusive"]).sum())
     errors = [r for r in results if r.error]
     for r in errors:

@@ -85,3 +85,11 @@ def test_ctrl_c_exits_130_without_traceback(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in err and "interrupted" in err
     assert not list((tmp_path / "o").rglob("*.json"))
+
+
+@pytest.mark.parametrize("fmt, needle", [("csv", "claim,statement"), ("json", '"claim":"tiny"'),
+                                         ("md", "##CliPaper"), ("table", "tiny")])
+def test_run_formats(tmp_path, fmt, needle, capsys):
+    assert cli.main(["run", "_test_cli_tiny", "--quick", "--out", str(tmp_path),
+                     "--format", fmt]) == 0
+    assert needle in capsys.readouterr().out.replace(" ", "")
