@@ -6,9 +6,19 @@ digit by digit), then ``>`` and the result in normal order. Difficulty ``d`` = n
 digits of both operands (``d=1``: 0-9). Subtraction (``ops`` containing ``"-"``) keeps
 ``a >= b``.
 
-Verifier: the final answer is the text after the last ``>``; it must be the canonical decimal
-of the result (no sign, no leading zeros). ``format_ok``: the completion is exactly
-``digits>digits`` with the scratch equal to the reversed answer.
+Verifier (what the reward accepts): the WHOLE completion is parsed as ``S>R`` -- exactly one
+``>``, ``R`` the canonical decimal of a number (digits only, no sign, no leading zeros, at most
+12 digits) and ``S`` exactly ``R`` reversed. ``format_ok`` is that parse succeeding;
+``correct`` additionally needs ``R`` to equal the result, so a correct verdict implies the full
+format. Known hacks score as the format says: ``garbage>153``, ``351>153>153`` (repeated
+answer), ``153`` (answer only), ``000>132`` (scratch not the reversed answer), ``351>0153``
+(leading zero) are all neither well-formed nor correct.
+
+Imperfect demonstrations (:func:`flawed_solution`): the same format, with the arithmetic of a
+solver that drops every carry (or ignores every borrow); well-formed, and wrong exactly when some
+column carries. :mod:`rlvr_lab.train.sft` mixes a share of them into the SFT data, so the base
+learns the right procedure and a systematic error side by side and the verifier has something
+to fix.
 """
 from __future__ import annotations
 
@@ -52,21 +62,52 @@ def generate(rng: np.random.Generator, n: int, difficulties=(1, 2, 3), ops=("+",
     return out
 
 
+def _digits_reversed(x: int) -> list[int]:
+    return [int(c) for c in str(x)[::-1]]
+
+
+def flawed_result(problem: Problem) -> int:
+    """The result a solver gets when it drops every carry (``+``) or ignores every borrow
+    (``-``): digit-wise ``(a_i +- b_i) mod 10``. Equal to the true result when no column
+    carries or borrows."""
+    a, b = problem.numbers
+    op = "-" if "-" in problem.prompt else "+"
+    da, db = _digits_reversed(a), _digits_reversed(b)
+    width = max(len(da), len(db))
+    da, db = da + [0] * (width - len(da)), db + [0] * (width - len(db))
+    sign = 1 if op == "+" else -1
+    digits = [(x + sign * y) % 10 for x, y in zip(da, db)]
+    return int("".join(map(str, digits[::-1])))
+
+
+def flawed_solution(problem: Problem) -> str:
+    """A worked solution in the reference format whose arithmetic drops every carry/borrow
+    (:func:`flawed_result`): the imperfect demonstration of :mod:`rlvr_lab.train.sft`."""
+    text = str(flawed_result(problem))
+    return f"{text[::-1]}>{text}"
+
+
 def widths(max_difficulty: int) -> tuple[int, int]:
     d = max_difficulty
     return 2 * d + 4, 2 * (d + 1) + 2
 
 
-def _is_digits(s: str) -> bool:
-    return 0 < len(s) <= 12 and all("0" <= c <= "9" for c in s)
+def _is_canonical(s: str) -> bool:
+    """Digits only, 1..12 of them, no leading zero (``0`` itself allowed)."""
+    return (0 < len(s) <= 12 and all("0" <= c <= "9" for c in s)
+            and (s == "0" or s[0] != "0"))
+
+
+def parse(completion: str) -> int | None:
+    """The answer of a well-formed completion ``reversed(R)>R``, else None (never raises)."""
+    if not isinstance(completion, str) or completion.count(">") != 1:
+        return None
+    scratch, _, answer = completion.partition(">")
+    if not _is_canonical(answer) or scratch != answer[::-1]:
+        return None
+    return int(answer)
 
 
 def verify(problem: Problem, completion: str) -> Verdict:
-    if not isinstance(completion, str):
-        return Verdict(False, False)
-    scratch, sep, answer = completion.rpartition(">")
-    if not sep or not _is_digits(answer):
-        return Verdict(False, False)
-    correct = answer == str(problem.target)
-    format_ok = _is_digits(scratch) and scratch == answer[::-1] and ">" not in scratch
-    return Verdict(format_ok, correct)
+    answer = parse(completion)
+    return Verdict(answer is not None, answer is not None and answer == problem.target)

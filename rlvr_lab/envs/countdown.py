@@ -6,9 +6,16 @@ expression tree over all the numbers, keeping only integer intermediate values).
 
 Verifier: a small recursive-descent parser (``expr := term (('+'|'-') term)*``,
 ``term := factor (('*'|'/') factor)*``, ``factor := number | '(' expr ')'``) evaluated with
-exact fractions -- model output is never passed to ``eval``. ``format_ok``: the completion
-parses and uses exactly the given numbers; ``correct``: additionally its value is the target
-(division by zero: not correct).
+exact fractions -- model output is never passed to ``eval``. What the reward accepts: the
+WHOLE completion must parse as one expression (digits without leading zeros, ``+-*/()``, no
+spaces, ``=`` or separators, at most 64 characters); ``format_ok``: it parses and uses exactly
+the given numbers, each once; ``correct``: additionally its value is the target (division by
+zero: not correct). So the target alone (``22``), a repeated answer (``3*5+7,3*5+7``), an
+appended result (``3*5+7=22``) or padded numbers (``03*5+7``) are neither well-formed nor
+correct.
+
+Imperfect demonstrations (:func:`flawed_solution`): a random expression over the same numbers
+whose value misses the target -- well-formed and wrong.
 """
 from __future__ import annotations
 
@@ -61,6 +68,17 @@ def generate(rng: np.random.Generator, n: int, difficulties=(2, 3)) -> list[Prob
     return out
 
 
+def flawed_solution(problem: Problem) -> str:
+    """A well-formed expression over the problem's numbers with a value other than the target
+    (deterministic per problem; the reference solution when 32 random trees all hit it)."""
+    rng = np.random.default_rng([*problem.numbers, problem.target])
+    for _ in range(32):
+        value, text, _ = _combine(rng, [(x, str(x), 3) for x in problem.numbers])
+        if value != problem.target:
+            return text
+    return problem.solution
+
+
 def widths(max_difficulty: int) -> tuple[int, int]:
     d = max_difficulty
     # BOS C n,n,..:ttt= ; the expression: d numbers, d-1 operators, at most 2 parentheses per
@@ -80,7 +98,7 @@ def _tokens(text: str):
             j = i
             while j < len(text) and text[j].isdigit() and text[j].isascii():
                 j += 1
-            if j - i > 4:
+            if j - i > 4 or (j - i > 1 and c == "0"):   # no leading zeros
                 raise _Malformed
             out.append(int(text[i:j]))
             i = j

@@ -56,6 +56,12 @@ def generate(name: str, rng: np.random.Generator, n: int, difficulties) -> list[
     return task_module(name).generate(rng, n, tuple(difficulties))
 
 
+def flawed_solution(problem: Problem) -> str:
+    """A worked solution in the task's format with a systematic error (the task's
+    ``flawed_solution``): imperfect demonstrations for the SFT base."""
+    return task_module(problem.task).flawed_solution(problem)
+
+
 def verify(problem: Problem, completion: str) -> Verdict:
     """Verdict for ``completion`` (decoded text); malformed input gives (False, False)."""
     try:

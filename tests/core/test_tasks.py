@@ -42,7 +42,7 @@ def test_arithmetic_values_and_near_misses():
     p = arithmetic.make_problem(47, 85)
     assert p.prompt == "A47+85=" and p.solution == "231>132" and p.target == 132
     assert arithmetic.verify(p, "231>132") == (True, True)
-    assert arithmetic.verify(p, "000>132") == (False, True)      # right answer, bad scratch
+    assert arithmetic.verify(p, "000>132") == (False, False)     # right answer, bad scratch
     for wrong in ("231>133", "231>0132", "231>", ">", "132", "231>132>", "231>13 2",
                   "231>-132", "", "231>132x", "231>1320"):
         assert not arithmetic.verify(p, wrong).correct, wrong
@@ -54,6 +54,38 @@ def test_arithmetic_values_and_near_misses():
         arithmetic.generate(np.random.default_rng(0), 3, (0,))
 
 
+@pytest.mark.parametrize("hack", ["garbage>153", "351>153>153", "153", "153>153", "351>153 ",
+                                  "351>0153", "3510>153", ">153", "351>", "351>>153",
+                                  "351>153351>153"])
+def test_arithmetic_reward_needs_the_whole_format(hack):
+    """Known reward hacks: text before the answer, a repeated answer, the answer alone."""
+    p = arithmetic.make_problem(47, 106)
+    assert arithmetic.verify(p, "351>153") == (True, True)
+    assert arithmetic.verify(p, hack) == (False, False)
+    assert tasks.reward(tasks.verify(p, hack), "binary") == 0.0
+    assert tasks.reward(tasks.verify(p, hack), "multi") == 0.0
+
+
+def test_arithmetic_flawed_solution_drops_every_carry():
+    p = arithmetic.make_problem(58, 67)                     # 125; carry-free: 15
+    assert arithmetic.flawed_solution(p) == "51>15"
+    assert arithmetic.verify(p, arithmetic.flawed_solution(p)) == (True, False)
+    q = arithmetic.make_problem(12, 34)                     # no carry: the flaw is invisible
+    assert arithmetic.flawed_solution(q) == q.solution
+    r = arithmetic.make_problem(91, 27, "-")                # 64; borrow ignored: 74
+    assert arithmetic.flawed_result(r) == 74
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 9999), st.integers(0, 9999))
+def test_arithmetic_flawed_result_matches_digitwise_sum(a, b):
+    p = arithmetic.make_problem(a, b)
+    expect = sum(((a // 10**i + b // 10**i) % 10) * 10**i for i in range(5))
+    assert arithmetic.flawed_result(p) == expect
+    assert (arithmetic.flawed_result(p) == a + b) == all(
+        (a // 10**i) % 10 + (b // 10**i) % 10 < 10 for i in range(5))
+
+
 def test_countdown_near_misses():
     p = tasks.Problem("countdown", "C3,5,7:22=", "3*5+7", 22, (3, 5, 7), 3)
     assert countdown.verify(p, "3*5+7") == (True, True)
@@ -61,8 +93,12 @@ def test_countdown_near_misses():
     assert countdown.verify(p, "(3*5)+7") == (True, True)
     assert countdown.verify(p, "3*5-7") == (True, False)         # valid expression, wrong value
     for wrong in ("3*5+7+0", "3*5+5", "3*7+5*", "(3*5+7", "3*5)+7", "15+7", "3*5+7=22",
-                  "22", "3**5+7", "", "7/(5-5)+3", "3 *5+7"):
-        assert not countdown.verify(p, wrong).correct, wrong
+                  "22", "3**5+7", "", "7/(5-5)+3", "3 *5+7", "3*5+7,3*5+7", "03*5+7",
+                  "3*5+7>22", "x3*5+7"):
+        assert countdown.verify(p, wrong) in ((False, False), (True, False)), wrong
+        assert tasks.reward(countdown.verify(p, wrong), "binary") == 0.0
+    flawed = countdown.flawed_solution(p)
+    assert countdown.verify(p, flawed) == (True, False)
     q = tasks.Problem("countdown", "C8,4,2:1=", "8/4/2", 1, (8, 4, 2), 3)
     assert countdown.verify(q, "8/4/2").correct and not countdown.verify(q, "8/(4/2)").correct
     assert countdown.verify(q, "(8-4)/(2+2)") == (False, False)  # 2 used twice
@@ -78,7 +114,7 @@ def test_random_strings_never_raise(text):
         # the task's own verifier (tasks.verify would also swallow a verifier bug)
         verdict = tasks.task_module(name).verify(p, text)
         assert isinstance(verdict.correct, bool) and isinstance(verdict.format_ok, bool)
-        assert not verdict.correct or verdict.format_ok or name == "arithmetic"
+        assert not verdict.correct or verdict.format_ok   # correct implies the full format
         r = tasks.reward(verdict, "multi")
         assert r in (0.0, 0.5, 1.5, 2.0)
 
