@@ -1,17 +1,33 @@
 """GRPO on a tiny transformer: SFT warm start, then sequence-level RL with a verifier.
 
 The small-model setting (``rlvr_lab.models.transformer``, ``rlvr_lab.train.sft``,
-``rlvr_lab.train.sequence``): a character-level decoder-only transformer is trained from
-scratch on multi-digit addition with a short worked format (reversed digits, then the
-answer), stopped while held-out pass@1 is moderate, and then trained with GRPO (group size
-G, PPO-clip over two minibatches per batch, token-mean aggregation, no KL) on fresh problems.
-Held-out problems are evaluated every ``eval_every`` steps with ``eval_samples`` samples
-each; pass@k uses the unbiased estimator.
+``rlvr_lab.train.sequence``) and its positive control. A character-level decoder-only
+transformer (d_model=64, 2 layers, ~0.1M parameters) is trained from scratch on 1-2 digit
+addition in a short worked format (reversed digits, then the answer) where 70% of the
+demonstrations drop every carry (``sft.PRESETS["quick"]``, ``flawed_fraction=0.7``): the base
+can add, but it also reproduces the systematic error, so held-out pass@1 (~0.49) sits far below
+what the model can do (~0.88 with correct demonstrations). GRPO with a verifier that parses the
+whole completion then has something to fix: the carry decision, one feature shared by all
+problems with a carry.
 
-Claims (computed in the run, per seed, from the same held-out set and the same base):
+Why this design (measured while choosing it, 4 seeds, 64 held-out problems x 4 samples, 95%
+t-intervals of the held-out gain): the previous base (1-3 digits, correct demonstrations,
+stopped early at pass@1 ~0.3) failed for lack of capability, and GRPO did not add capability
+in 40-200 steps (+0.00 to +0.02, dipping first). On flawed-demonstration bases: 50% flawed,
+B=16 prompts, learning rate 1e-3: +0.17 [+0.13, +0.22] after 60 steps; 2e-3 collapsed (-0.19);
+B=32 at 5e-4: +0.18 [+0.10, +0.26] after 40 steps. 70% flawed, B=32 at 5e-4 (the settings used
+here; G=8, PPO-clip 0.2 over two minibatches, token-mean, no KL, 5 warm-up steps): 0.49 -> 0.73
+after 10 steps, 0.78 after 20, 0.79 after 40 (+0.30 [+0.23, +0.38]); at 1e-3: +0.26
+[+0.16, +0.36]. Quick mode: 30 steps, 4 seeds, 64 held-out problems x 4 samples (~65 s on 2
+busy cores, SFT included); full mode: 100 steps, 8 seeds, 128 x 16.
 
-- ``rl_raises_pass1``: RL raises held-out pass@1 above the SFT base; measured = mean gain
-  (final - base) over seeds; passes when the 95% t-interval of the gain is above 0.
+Claims (per seed, same held-out set and base for every seed):
+
+- ``rl_raises_pass1``: the positive control of every small-model comparison. measured = mean
+  gain (final - base) of held-out pass@1; passes when the 95% t-interval lies above +0.10
+  (the gate the comparisons use, :func:`control`, asks for an interval above 0).
+- ``rl_never_below_base``: at no evaluation is the mean gain significantly negative (its 95%
+  t-interval reaches 0 or above at every evaluation).
 - ``pass_at_large_k``: how RL changes pass@k at the largest k evaluated. The papers debate
   whether RL only sharpens the base (pass@1 up, pass@k at large k flat or down -- Yue et al.
   2025; DeepSeekMath's Maj@K-vs-Pass@K observation). measured = mean change of pass@k_max;
@@ -24,26 +40,38 @@ import jax
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import plotting
+from rlvr_lab import plotting, stats
 from rlvr_lab.experiments import claim, experiment
 from rlvr_lab.train import sequence, sft
 
 PAPER = "GRPO"
 
 
-def rl_config(quick: bool) -> sequence.SequenceRLConfig:
-    """The GRPO settings of the experiment (quick: fewer steps and evaluation samples)."""
-    # two minibatches per batch: twice the optimiser steps for about the same compute
-    # (measured: +0.056 held-out pass@1 after 60 steps vs +0.026 with one full-batch step)
-    common = dict(base=sft.PRESETS["quick"], num_prompts=16, num_generations=8,
-                  num_minibatches=2, learning_rate=2e-4, warmup_steps=10, advantage="grpo",
-                  loss="ppo_clip", epsilon=0.2, loss_agg_mode="token-mean", beta=0.0,
-                  temperature=1.0)
+MIN_GAIN = 0.10   # rl_raises_pass1: the 95% interval of the gain must clear this
+
+
+def rl_config(quick: bool, base: sft.SFTConfig | None = None) -> sequence.SequenceRLConfig:
+    """The GRPO settings of the experiment (quick: fewer steps and evaluation samples).
+
+    ``base`` replaces the SFT preset (e.g. ``sft.PRESETS["search"]`` for the heavy-tailed task).
+    """
+    common = dict(base=sft.PRESETS["quick"] if base is None else base, num_prompts=32,
+                  num_generations=8, num_minibatches=2, learning_rate=5e-4, warmup_steps=5,
+                  advantage="grpo", loss="ppo_clip", epsilon=0.2, loss_agg_mode="token-mean",
+                  beta=0.0, temperature=1.0)
     if quick:
-        return sequence.SequenceRLConfig(steps=100, eval_every=25, eval_problems=64,
-                                         eval_samples=8, **common)
-    return sequence.SequenceRLConfig(steps=200, eval_every=25, eval_problems=128,
+        return sequence.SequenceRLConfig(steps=30, eval_every=15, eval_problems=64,
+                                         eval_samples=4, **common)
+    return sequence.SequenceRLConfig(steps=100, eval_every=20, eval_problems=128,
                                      eval_samples=16, **common)
+
+
+def control(base_pass1, final_pass1, name: str = "vanilla GRPO vs SFT base") -> stats.Control:
+    """The positive control of a small-model comparison: the vanilla arm's per-seed held-out
+    pass@1 gain over the SFT base must have a 95% t-interval above 0 (``stats.gate`` turns
+    the comparison's claims inconclusive otherwise)."""
+    gain = np.asarray(final_pass1, float) - np.asarray(base_pass1, float)
+    return stats.positive_control(gain, name=name)
 
 
 def run_study(config: sequence.SequenceRLConfig, key, num_seeds: int, *, verbose=False):
@@ -66,6 +94,8 @@ def plot(run: sequence.Run, config: sequence.SequenceRLConfig):
     ax = axes[0]
     plotting.band(ax, steps, pa[:, :, 0].T, label="pass@1")
     plotting.band(ax, steps, pa[:, :, kmax - 1].T, label=f"pass@{kmax}")
+    ax.axhline(pa[0, :, 0].mean() + MIN_GAIN, color="0.4", ls="--", lw=0.8,
+               label=f"base pass@1 {MIN_GAIN:+.2f} (criterion)")
     ax.set(xlabel="RL step", ylabel="held-out", title="held-out pass@k during GRPO")
     ax.legend()
     ax = axes[1]
@@ -90,7 +120,8 @@ def plot(run: sequence.Run, config: sequence.SequenceRLConfig):
     return fig
 
 
-@experiment("tiny_grpo", paper=PAPER, claims=("rl_raises_pass1", "pass_at_large_k"),
+@experiment("tiny_grpo", paper=PAPER,
+            claims=("rl_raises_pass1", "rl_never_below_base", "pass_at_large_k"),
             default_seeds=8, quick_seeds=4)
 def tiny_grpo(ctx):
     """GRPO on a tiny transformer after an SFT warm start: held-out pass@1 and pass@k."""
@@ -101,29 +132,43 @@ def tiny_grpo(ctx):
     ctx.save_table(run.frame(), "tiny_grpo_metrics")
     g = gains(run)
     kmax = g.shape[1]
-    mean1, half1 = plotting.mean_ci(g[:, 0])
-    meank, halfk = plotting.mean_ci(g[:, -1])
-    base = np.asarray(run.evals["pass_at"])[0].mean(0)
+    gain1 = stats.mean_interval(g[:, 0])
+    gaink = stats.mean_interval(g[:, -1])
+    pa = np.asarray(run.evals["pass_at"])
+    base = pa[0].mean(0)
+    path = [stats.mean_interval(pa[e, :, 0] - pa[0, :, 0]) for e in range(1, len(pa))]
+    worst = min(path, key=lambda iv: iv.high)
     setting = (f"{ctx.seeds} seeds, {run.steps_done} steps, B={config.num_prompts} G="
                f"{config.num_generations}, {config.eval_problems} held-out problems x "
                f"{config.eval_samples} samples; base pass@1 {base[0]:.3f}, "
                f"pass@{kmax} {base[-1]:.3f}")
     return [
         claim("rl_raises_pass1",
-              "GRPO after SFT raises held-out pass@1 over the SFT base",
-              mean1, passed=bool(mean1 - half1 > 0),
-              criterion="95% t-interval of the per-seed gain (final - base) lies above 0",
+              "GRPO after SFT raises held-out pass@1 over the SFT base (the small model's "
+              "positive control)",
+              gain1.mean, passed=gain1.above(MIN_GAIN),
+              criterion=f"95% t-interval of the per-seed gain (final - base) lies above "
+                        f"{MIN_GAIN:+.2f}",
               paper_value="RL improves pass@1 / Maj@K over the SFT model (DeepSeekMath)",
-              reason=f"gain {mean1:+.3f} +- {half1:.3f} ({setting})"),
+              reason=f"gain {gain1} ({setting}); SFT with 70% carry-dropping demonstrations"),
+        claim("rl_never_below_base",
+              "held-out pass@1 never falls significantly below the SFT base during GRPO",
+              worst.mean, passed=all(iv.high >= 0 for iv in path),
+              criterion="at every evaluation the 95% t-interval of the per-seed gain reaches 0 "
+                        "or above (measured = mean gain at the evaluation with the lowest "
+                        "upper bound)",
+              paper_value="a stable RL run from a reasonable base",
+              reason="gain by evaluation step: " + ", ".join(
+                  f"{int(step)}: {iv.mean:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]"
+                  for step, iv in zip(np.asarray(run.evals["step"])[1:], path))),
         claim("pass_at_large_k",
               f"GRPO changes held-out pass@{kmax} less than pass@1 (RL sharpens rather than "
               "widens: the narrowing hypothesis)",
-              meank, passed=bool(meank < mean1),
+              gaink.mean, passed=bool(gaink.mean < gain1.mean),
               criterion=f"mean gain at k={kmax} < mean gain at k=1",
               paper_value="debated: RL narrows pass@k at large k (Yue et al. 2025) vs "
                           "widens it (ProRL); DeepSeekMath: Maj@K up, Pass@K not",
-              reason=f"pass@{kmax} change {meank:+.3f} +- {halfk:.3f} vs pass@1 "
-                     f"{mean1:+.3f} ({setting})"),
+              reason=f"pass@{kmax} change {gaink} vs pass@1 {gain1.mean:+.3f} ({setting})"),
     ]
 
 

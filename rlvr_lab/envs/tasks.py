@@ -1,4 +1,4 @@
-"""Shared interface of the synthetic verifiable tasks (arithmetic, countdown).
+"""Shared interface of the synthetic verifiable tasks (arithmetic, countdown, search).
 
 A task module provides ``generate(rng, n, difficulties) -> list[Problem]`` (a NumPy
 ``Generator``; deterministic for a seed) and ``verify(problem, completion) -> Verdict`` (never
@@ -24,7 +24,7 @@ import numpy as np
 from rlvr_lab._registry import check_choice
 from rlvr_lab.envs import tokenizer
 
-TASK_NAMES = ("arithmetic", "countdown")
+TASK_NAMES = ("arithmetic", "countdown", "search")
 REWARD_SCHEMES = ("binary", "multi")
 
 

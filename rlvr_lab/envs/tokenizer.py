@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 PAD, BOS, EOS = 0, 1, 2
-CHARS = "0123456789+-*/()=>,:AC"
+CHARS = "0123456789+-*/()=>,:ACS"  # append only: ids of existing characters stay
 _SPECIAL = 3
 VOCAB_SIZE = _SPECIAL + len(CHARS)
 _ID = {c: i + _SPECIAL for i, c in enumerate(CHARS)}

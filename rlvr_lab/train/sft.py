@@ -5,9 +5,30 @@ is one jitted ``lax.scan``; deterministic for ``config.seed``) and caches the pa
 ``<cache>/sft/<config hash>.ckpt`` (see :mod:`rlvr_lab.train.checkpoint`; no pickle). A
 corrupted or mismatched file is reported in one line and rebuilt.
 
-The target is a *moderate* base: trained briefly on mixed difficulties so that held-out pass@1
-is well inside (0, 1) -- room for RL to improve. :data:`PRESETS` holds the ``"quick"`` size
-(tests, ``--quick`` runs) and the ``"default"`` size (full runs).
+Imperfect demonstrations (``flawed_fraction``): that share of the training problems carries
+the task's flawed worked solution (:func:`rlvr_lab.envs.tasks.flawed_solution`: arithmetic drops
+every carry, search scans one digit too far) instead of the reference. The base then learns the
+right procedure and a systematic, well-formed error side by side, and samples each with about
+the share seen in SFT -- a gap between pass@1 and pass@k that a verifier-driven update can
+close quickly. This is what makes the small model a positive control for RL: with correct-only
+demonstrations, a base stopped early fails from missing capability, which 100 GRPO steps
+cannot add (measured: +0.02 held-out pass@1 after 200 steps, dipping first).
+
+:data:`PRESETS` (all d_model=64, 2 layers, 400 SFT steps):
+
+- ``"quick"``: arithmetic, 1-2 digit sums, 70% of the demonstrations flawed. The model's
+  capability: 0.88 held-out pass@1 with correct-only demonstrations. Measured on one CPU (4
+  seeds, 64 held-out problems x 4 samples, 95% t-intervals): base pass@1 ~0.49; GRPO
+  (``tiny_grpo``'s settings) -> 0.73 after 10 steps, 0.78 after 20, 0.79 after 40 (+0.30
+  [+0.23, +0.38]). With 50% flawed: base 0.62 (0.26 of the samples carry-dropping, 0.10 other
+  errors), +0.18 [+0.10, +0.26] after 40 steps.
+- ``"search"``: :mod:`rlvr_lab.envs.search` with positions up to 8 (heavy-tailed response
+  lengths, 3-11 tokens): base pass@1 ~0.36, 0.30 of the samples overshoot by one digit.
+- ``"default"``: the earlier moderate base (1-4 digit sums, correct demonstrations only,
+  d_model=128), kept for reference; no experiment uses it.
+
+float32 SFT is not bitwise reproducible across CPU types; the RL effect these presets give is
+large compared with that variation, so no claim depends on one particular base.
 """
 from __future__ import annotations
 
@@ -25,7 +46,7 @@ from rlvr_lab.envs import tasks, tokenizer
 from rlvr_lab.models import transformer
 from rlvr_lab.train import checkpoint
 
-FORMAT_VERSION = 1  # bump when the training code changes what a config produces
+FORMAT_VERSION = 2  # bump when the training code changes what a config produces
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +67,8 @@ class SFTConfig:
     num_heldout: int = 256
     gen_slack: int = 4
     seed: int = 0
+    flawed_fraction: float = 0.0
+
 
     def __post_init__(self):
         tasks.task_module(self.task)
@@ -58,6 +81,9 @@ class SFTConfig:
         for name in ("warmup_steps", "gen_slack"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; must be >= 0")
+        if not 0.0 <= self.flawed_fraction <= 1.0:
+            raise ValueError(f"flawed_fraction={self.flawed_fraction!r} is not allowed; must be "
+                             "in [0, 1]")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate={self.learning_rate!r} is not allowed; must be > 0")
         tasks.generate(self.task, np.random.default_rng(0), 1, self.difficulties)  # validates
@@ -86,10 +112,15 @@ class SFTConfig:
 
 
 PRESETS = {
-    # ~0.1M parameters, 1-3 digit sums, ~20 s on 2 idle cores; held-out pass@1 ~0.3
-    "quick": SFTConfig(difficulties=(1, 2, 3), d_model=64, n_layers=2, n_heads=4, steps=400,
-                       batch_size=64, num_train=8_000, num_heldout=128),
-    # ~0.6M parameters, 1-4 digit sums
+    # ~0.1M parameters, 1-2 digit sums, 70% of the demonstrations drop every carry; ~25 s
+    "quick": SFTConfig(difficulties=(1, 2), d_model=64, n_layers=2, n_heads=4, steps=400,
+                       batch_size=64, num_train=8_000, num_heldout=128, flawed_fraction=0.7),
+    # the heavy-tailed task: linear search, positions 1..8 with P(k) ~ 1/k; half the
+    # demonstrations scan one digit too far
+    "search": SFTConfig(task="search", difficulties=(3,), d_model=64, n_layers=2, n_heads=4,
+                        steps=400, batch_size=64, num_train=8_000, num_heldout=128, gen_slack=2,
+                        flawed_fraction=0.5),
+    # ~0.6M parameters, 1-4 digit sums, correct demonstrations only (unused by experiments)
     "default": SFTConfig(),
 }
 
@@ -106,7 +137,12 @@ def problems(config: SFTConfig, split: str) -> list[tasks.Problem]:
     seen = {p.prompt for p in heldout}
     train = tasks.generate(config.task, np.random.default_rng([config.seed, 0]),
                            config.num_train, config.difficulties)
-    return [p for p in train if p.prompt not in seen]
+    train = [p for p in train if p.prompt not in seen]
+    if config.flawed_fraction > 0:
+        flip = np.random.default_rng([config.seed, 3]).random(len(train)) < config.flawed_fraction
+        train = [dataclasses.replace(p, solution=tasks.flawed_solution(p)) if f else p
+                 for p, f in zip(train, flip)]
+    return train
 
 
 def encode(config: SFTConfig, probs) -> tasks.Batch:

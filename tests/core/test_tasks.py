@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlvr_lab.envs import arithmetic, countdown, tasks, tokenizer
+from rlvr_lab.envs import arithmetic, countdown, search, tasks, tokenizer
 
 ALPHABET = tokenizer.CHARS + " x.é\n"
 
@@ -27,7 +27,8 @@ def test_decode_never_raises(ids):
     assert isinstance(tokenizer.decode(ids), str)
 
 
-@pytest.mark.parametrize("name,diffs", [("arithmetic", (1, 2, 3, 4)), ("countdown", (2, 3, 4))])
+@pytest.mark.parametrize("name,diffs", [("arithmetic", (1, 2, 3, 4)), ("countdown", (2, 3, 4)),
+                                        ("search", (1, 3, 5))])
 def test_reference_solutions_verify_and_fit(name, diffs):
     probs = tasks.generate(name, np.random.default_rng(0), 300, diffs)
     assert all(tasks.verify(p, p.solution) == (True, True) for p in probs)
@@ -86,6 +87,28 @@ def test_arithmetic_flawed_result_matches_digitwise_sum(a, b):
         (a // 10**i) % 10 + (b // 10**i) % 10 < 10 for i in range(5))
 
 
+def test_search_format_hacks_and_flaw():
+    p = search.make_problem(7, [3, 9, 4, 7, 1, 7])
+    assert p.prompt == "S7:394717=" and p.solution == "3947>4" and p.target == 4
+    assert search.verify(p, "3947>4") == (True, True)
+    assert search.verify(p, search.flawed_solution(p)) == (True, False)   # "39471>5"
+    assert search.verify(p, "3941>4") == (True, False)          # consistent scan, wrong digits
+    for hack in ("4", ">4", "3947>4>4", "xx3947>4", "3947>04", "3947>5", "3947>", "3947"):
+        assert search.verify(p, hack) == (False, False), hack
+    with pytest.raises(ValueError, match="occur"):
+        search.make_problem(2, [3, 9, 2])
+
+
+def test_search_lengths_are_heavy_tailed():
+    probs = search.generate(np.random.default_rng(0), 4000, (4,))
+    k = np.array([p.target for p in probs])
+    assert k.min() == 1 and k.max() == 16
+    assert np.median(k) <= 3 and np.mean(k) > np.median(k) + 1   # long right tail
+    # P(k) ~ 1/k: k = 1 about twice as frequent as k = 2, eight times as k = 8
+    assert 1.6 < (k == 1).mean() / (k == 2).mean() < 2.5
+    assert 5 < (k == 1).mean() / max((k == 8).mean(), 1e-9) < 12
+
+
 def test_countdown_near_misses():
     p = tasks.Problem("countdown", "C3,5,7:22=", "3*5+7", 22, (3, 5, 7), 3)
     assert countdown.verify(p, "3*5+7") == (True, True)
@@ -109,7 +132,7 @@ def test_countdown_near_misses():
 @given(st.one_of(st.text(alphabet=ALPHABET, max_size=40), st.text(max_size=80)))
 def test_random_strings_never_raise(text):
     rng = np.random.default_rng(len(text))
-    for name, diffs in (("arithmetic", (1, 2, 3)), ("countdown", (2, 3, 4))):
+    for name, diffs in (("arithmetic", (1, 2, 3)), ("countdown", (2, 3, 4)), ("search", (2, 4))):
         p = tasks.generate(name, rng, 1, diffs)[0]
         # the task's own verifier (tasks.verify would also swallow a verifier bug)
         verdict = tasks.task_module(name).verify(p, text)
