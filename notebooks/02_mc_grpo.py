@@ -112,6 +112,7 @@ def flip_vs_group_size(p_format=0.2, p_correct=0.5, levels="0, 1.5, 2"):
                       f"{p_correct:.2f})")
     axes[1].set(xlabel="G (rollouts in the loss)", ylabel="P(zeroed) per rollout",
                 title="rollouts with signal but A = 0")
+    axes[0].set_xticks(gs[::2])
     axes[0].legend()
     return fig
 
@@ -299,7 +300,7 @@ pit = M.pitfall_configs(QUICK)
 if QUICK:
     pit = {k: c.replace(num_steps=10) for k, c in list(pit.items())[:2]}
 curves = {n: {k: np.asarray(v) for k, v in M.train_seeds(c, jax.random.key(12),
-                                                         2 if QUICK else 16)[1].items()}
+                                                         4 if QUICK else 16)[1].items()}
           for n, c in pit.items()}
 fig = M.plot_pitfall(first, curves)
 

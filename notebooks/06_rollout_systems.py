@@ -180,10 +180,11 @@ cost
 def echo_capacity(t_train=60.0, dissemination=20.0, group_latency=120.0, batch_mtokens=2.0):
     theta = np.logspace(3, 6, 200)  # total worker throughput, tokens/s
     fig, ax = plotting.subplots(figsize=(6.4, 3.8))
-    for bound in (0, 1, 2, 4, 8):
+    # line styles differ too: bounds large enough for U = 1 coincide
+    for bound, ls in zip((0, 1, 2, 4, 8), ("-", "--", "-.", ":", (0, (5, 2)))):
         u = [echo.predict_utilisation(t, t_train, batch_mtokens * 1e6, dissemination,
                                       group_latency, bound) for t in theta]
-        ax.plot(theta, u, label=f"S = {bound}")
+        ax.plot(theta, u, ls=ls, lw=2, label=f"S = {bound}")
     ax.axhline(0.95, color="k", lw=0.8, ls=":", label="provisioning target U = 0.95")
     ax.set(xscale="log", ylim=(0, 1.05), xlabel="total worker throughput Θ (tokens/s)",
            ylabel="learner utilisation U = T / T_step",

@@ -4,22 +4,27 @@ APRIL (``rlvr_lab.papers.systems.partial``) over-provisions r·N groups (r = 2),
 when N groups are complete, and resumes the unfinished responses next step under the new
 weights, so the start of a trained response can come from an older policy. The original APRIL
 code trains on those tokens as if on-policy; newer slime can mask them or apply token-level
-TIS. Here, on the quick small-model preset (GRPO, arithmetic, same settings as ``tiny_grpo``),
-we compare:
+TIS. We compare, with ``tiny_grpo``'s GRPO settings on the heavy-tailed task:
 
 - ``sync``: synchronous GRPO (r = 1: every group finishes, no stale tokens);
 - ``none``: APRIL, stale tokens trained as if on-policy (the trainer's own log-probs);
 - ``mask``: APRIL, stale tokens dropped from the loss (``mask_stale=True``);
 - ``tis``:  APRIL, tokens weighted by ``min(pi_train / pi_behav, 2)`` (``rollout_correction``).
 
-All four share the key, so seed ``s`` starts from the same problems. A *staleness stress*
-panel (not APRIL) resumes buffered groups only after ``STRESS_DELAY`` extra steps, so the
-prefixes lag by ``STRESS_DELAY + 1`` versions or more.
+The task is :mod:`rlvr_lab.envs.search` (``sft.PRESETS["search"]``): a worked linear scan whose
+length follows P(k) ~ 1/k, so responses are 3-11 tokens with most short and a few long -- the
+length profile where partial rollouts matter. Its SFT base saw half its demonstrations scan
+one digit too far, so synchronous GRPO has a large gain to make: the positive control.
 
-The round model is lock-step decoding (a response needing n more tokens finishes after n
-decode steps; see :mod:`rlvr_lab.papers.systems.partial`); arithmetic completions are 4-14
-tokens, so the length distribution has no long tail: the cut falls in the middle of most
-long responses.
+All four share the key, so seed ``s`` starts from the same problems (paired seeds). A
+*staleness stress* panel (not APRIL) resumes buffered groups only after ``STRESS_DELAY`` extra
+steps, so the prefixes lag by ``STRESS_DELAY + 1`` versions or more.
+
+Statistics (:mod:`rlvr_lab.stats`): the positive control is the synchronous arm's per-seed
+held-out gain over the base (:func:`simulations.tiny_grpo.control`); when it is not above 0
+the quality claims are recorded inconclusive (:func:`rlvr_lab.stats.gate`). "Does not hurt" is
+a paired non-inferiority test and "unchanged" a paired equivalence test (TOST) with the margin
+``MARGIN`` of held-out pass@1, stated before the run.
 """
 from __future__ import annotations
 
@@ -28,10 +33,10 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import plotting
+from rlvr_lab import plotting, stats
 from rlvr_lab.experiments import claim, experiment
 from rlvr_lab.papers.systems import partial
-from rlvr_lab.train import sequence
+from rlvr_lab.train import sequence, sft
 from simulations import tiny_grpo
 
 PAPER = "APRIL"
@@ -42,19 +47,20 @@ TREATMENTS = {  # name -> (over-provisioning r, RL config changes)
     "tis": (2.0, {"rollout_correction": "tis", "correction_cap": 2.0}),
 }
 STRESS_DELAY = 2
-STRESS_STEPS = 20   # the stress panel is shorter (full-mode budget of 4 minutes)
+STRESS_STEPS = 20   # the stress panel is shorter (full mode only)
 STRESS = f"stress (resume delay {STRESS_DELAY})"
 WARMUP = 2   # steps 0-1 are the start-up of the buffer (empty at step 0)
+MARGIN = 0.05   # equivalence / non-inferiority margin, absolute held-out pass@1
 
 
 def rl_config(quick: bool) -> sequence.SequenceRLConfig:
-    """``tiny_grpo``'s GRPO settings, shorter, with the mismatch metrics on."""
-    base = tiny_grpo.rl_config(quick)
+    """``tiny_grpo``'s GRPO settings on the search task, with the mismatch metrics on
+    (quick: 15 steps of N=16 groups; full: 40 steps of N=32)."""
+    base = tiny_grpo.rl_config(quick, base=sft.PRESETS["search"])
     if quick:
-        return dataclasses.replace(base, steps=10, eval_every=5, eval_problems=64,
-                                   eval_samples=4, track_mismatch=True)
-    # 60 steps (the 4-minute budget): held-out pass@1 first dips, then recovers
-    return dataclasses.replace(base, steps=60, eval_every=15, eval_problems=128,
+        return dataclasses.replace(base, steps=15, num_prompts=16, eval_every=5,
+                                   eval_problems=64, eval_samples=4, track_mismatch=True)
+    return dataclasses.replace(base, steps=40, eval_every=10, eval_problems=128,
                                eval_samples=8, track_mismatch=True)
 
 
@@ -100,13 +106,18 @@ def summary(runs: dict, setting: str = "APRIL") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def per_seed(table: pd.DataFrame, treatment: str, col: str = "final_pass1",
+             setting: str = "APRIL") -> np.ndarray:
+    """``col`` of one treatment, one value per seed (seed order)."""
+    t = table[(table.setting == setting) & (table.treatment == treatment)]
+    return t.sort_values("seed")[col].to_numpy()
+
+
 def paired_diff(table: pd.DataFrame, a: str, b: str, col: str = "final_pass1",
-                setting: str = "APRIL"):
-    """Mean and 95% half-width of ``a - b`` per seed."""
-    t = table[table.setting == setting].set_index(["treatment", "seed"])[col]
-    d = t.loc[a].to_numpy() - t.loc[b].to_numpy()
-    m, h = plotting.mean_ci(d)
-    return float(m), float(h)
+                setting: str = "APRIL") -> stats.Interval:
+    """Paired 95% t-interval of ``a - b`` per seed."""
+    return stats.paired_difference(per_seed(table, a, col, setting),
+                                   per_seed(table, b, col, setting))
 
 
 def _smooth(values, window):
@@ -193,7 +204,7 @@ def frames(runs: dict, setting: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 @experiment("systems_april_prefix", paper=PAPER,
             claims=("april_prefix_off_policy_tokens", "april_prefix_accuracy_vs_sync",
-                    "april_prefix_treatments_equal"), default_seeds=3, quick_seeds=3)
+                    "april_prefix_treatments_equal"), default_seeds=8, quick_seeds=4)
 def run(ctx):
     """APRIL on the tiny transformer: synchronous vs partial rollouts with stale prefixes
     trained as is, masked, or TIS-corrected."""
@@ -216,22 +227,49 @@ def run(ctx):
     mean = table.groupby(["setting", "treatment"]).mean(numeric_only=True)
     april = mean.loc["APRIL"]
     off = float(april.loc["none", "stale_token_frac"])
-    vs_sync, vs_sync_ci = paired_diff(table, "none", "sync")
-    diffs = {t: paired_diff(table, t, "none") for t in ("mask", "tis")}
-    fmt = lambda d: f"{d[0]:+.3f} ± {d[1]:.3f}"  # noqa: E731
-    worst = max(diffs, key=lambda t: abs(diffs[t][0]))
+    control = tiny_grpo.control(per_seed(table, "sync", "base_pass1"),
+                                per_seed(table, "sync"), name="synchronous GRPO vs SFT base")
+    final = {t: per_seed(table, t) for t in TREATMENTS}
+    vs_sync = stats.equivalence(final["none"], final["sync"], MARGIN)
+    eqs = {t: stats.equivalence(final[t], final["none"], MARGIN) for t in ("mask", "tis")}
+    worst = max(eqs, key=lambda t: abs(eqs[t].mean))
     if stress:
         sm = mean.loc[STRESS]
         sdiffs = {t: paired_diff(table, t, "none", setting=STRESS) for t in ("mask", "tis")}
         stress_note = (f"STRESS (not APRIL; {STRESS_STEPS} steps; prefixes resumed "
                        f"{STRESS_DELAY} steps later, lag "
                        f"{sm.loc['none', 'lag_mean']:.2f}, k3 {sm.loc['none', 'stale_k3']:.2g})"
-                       f": mask - none {fmt(sdiffs['mask'])}, TIS - none {fmt(sdiffs['tis'])}")
+                       f": mask - none {sdiffs['mask']}, TIS - none {sdiffs['tis']}")
     else:
         stress_note = "staleness stress: full mode only"
-    setting = (f"{ctx.seeds} seeds, {rl.steps} steps, N={rl.num_prompts} groups of "
-               f"G={rl.num_generations}, r=2, {rl.eval_problems} held-out problems x "
-               f"{rl.eval_samples} samples")
+    setting = (f"{ctx.seeds} paired seeds, {rl.steps} steps, N={rl.num_prompts} groups of "
+               f"G={rl.num_generations}, r=2, search task, {rl.eval_problems} held-out "
+               f"problems x {rl.eval_samples} samples; {control.reason}")
+    tost = f"TOST margin {MARGIN} held-out pass@1, 90% interval"
+    quality = [
+        claim("april_prefix_accuracy_vs_sync",
+              "APRIL (no correction) does not hurt accuracy at equal training steps",
+              vs_sync.mean, vs_sync.not_worse,
+              f"paired non-inferiority test of final held-out pass@1 (APRIL-none - "
+              f"synchronous) against -{MARGIN} at 5% (the lower end of the 90% interval is "
+              f"above -{MARGIN})", paper=PAPER, paper_value="+2.1% average accuracy (max +8%)",
+              reason=f"difference {vs_sync} ({tost}); synchronous final "
+                     f"{april.loc['sync', 'final_pass1']:.3f}, APRIL-none "
+                     f"{april.loc['none', 'final_pass1']:.3f} from base "
+                     f"{april.loc['sync', 'base_pass1']:.3f} ({setting})"),
+        claim("april_prefix_treatments_equal",
+              "with APRIL's one-version-stale prefixes, masking or TIS-correcting the stale "
+              "segment leaves final accuracy unchanged vs no correction",
+              eqs[worst].mean, all(e.equivalent for e in eqs.values()),
+              f"paired TOST: both mask - none and TIS - none of final held-out pass@1 lie "
+              f"within +-{MARGIN} (both one-sided tests reject at 5%)", paper=PAPER,
+              paper_value="original code: no correction; newer slime offers mask / TIS "
+                          "(no accuracy comparison published)",
+              reason=f"mask - none {eqs['mask']}, TIS - none {eqs['tis']} ({tost}); k3 over "
+                     f"stale tokens {april.loc['none', 'stale_k3']:.2g} (lag "
+                     f"{april.loc['none', 'lag_mean']:.2f} versions); {stress_note} "
+                     f"({setting})"),
+    ]
     return [
         claim("april_prefix_off_policy_tokens",
               "without correction, a sizeable share of APRIL's trained tokens come from an "
@@ -242,30 +280,6 @@ def run(ctx):
               paper_value="~40% off-policy tokens per round (APRIL README)",
               reason=f"{april.loc['none', 'resumed_group_frac']:.0%} of trained groups were "
                      f"resumed; round cut after {april.loc['none', 'round_steps']:.1f} decode "
-                     f"steps vs {april.loc['sync', 'round_steps']:.1f} synchronous; completions "
-                     "are 4-14 tokens without a long tail, so the cut lands inside most long "
-                     f"responses and resumed groups fill the batch ({setting})"),
-        claim("april_prefix_accuracy_vs_sync",
-              "APRIL (no correction) does not hurt accuracy at equal training steps",
-              vs_sync, vs_sync + vs_sync_ci >= 0,
-              "95% t-interval of the per-seed difference in final held-out pass@1 "
-              "(APRIL-none - synchronous) reaches 0 or above (not significantly worse)",
-              paper=PAPER, paper_value="+2.1% average accuracy (max +8%)",
-              reason=f"difference {fmt((vs_sync, vs_sync_ci))}; synchronous final "
-                     f"{april.loc['sync', 'final_pass1']:.3f}, APRIL-none "
-                     f"{april.loc['none', 'final_pass1']:.3f} from base "
-                     f"{april.loc['sync', 'base_pass1']:.3f}; a +2% effect is below the "
-                     f"resolution of this setting ({setting})"),
-        claim("april_prefix_treatments_equal",
-              "with APRIL's one-version-stale prefixes, masking or TIS-correcting the stale "
-              "segment leaves final accuracy unchanged vs no correction",
-              diffs[worst][0], all(abs(m) <= h for m, h in diffs.values()),
-              "95% t-intervals of the per-seed differences in final held-out pass@1 "
-              "(mask - none, TIS - none) both contain 0", paper=PAPER,
-              paper_value="original code: no correction; newer slime offers mask / TIS "
-                          "(no accuracy comparison published)",
-              reason=f"mask - none {fmt(diffs['mask'])}, TIS - none {fmt(diffs['tis'])}; "
-                     f"k3 over stale tokens {april.loc['none', 'stale_k3']:.2g} (lag "
-                     f"{april.loc['none', 'lag_mean']:.2f} versions); {stress_note} "
-                     f"({setting})"),
-    ]
+                     f"steps vs {april.loc['sync', 'round_steps']:.1f} synchronous; search "
+                     f"responses are heavy-tailed (P(k) ~ 1/k, 3-11 tokens) ({setting})"),
+    ] + stats.gate(quality, control)

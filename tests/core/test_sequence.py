@@ -12,7 +12,7 @@ import pytest
 from small_model import RL, TINY
 
 from rlvr_lab.models import transformer as T
-from rlvr_lab.train import checkpoint, sequence, sft
+from rlvr_lab.train import checkpoint, core, sequence, sft
 
 
 def test_sft_beats_chance_and_is_cached(base, cache):
@@ -62,6 +62,23 @@ def test_sft_rebuilds_a_corrupted_cache_entry(cache):
     assert path.read_bytes() == good
 
 
+def test_flawed_demonstrations_replace_a_share_of_training_solutions():
+    from rlvr_lab.envs import tasks
+    config = dataclasses.replace(TINY, difficulties=(2,), num_train=2000, flawed_fraction=0.7)
+    train, clean = sft.problems(config, "train"), sft.problems(
+        dataclasses.replace(config, flawed_fraction=0.0), "train")
+    assert [p.prompt for p in train] == [p.prompt for p in clean]
+    flipped = np.array([p.solution != c.solution for p, c in zip(train, clean)])
+    visible = np.array([tasks.flawed_solution(c) != c.solution for c in clean])
+    assert not (flipped & ~visible).any()          # only problems with a carry can change
+    assert abs(flipped.sum() / visible.sum() - 0.7) < 0.05
+    assert all(tasks.verify(p, p.solution) == (True, False) for p in np.array(train)[flipped])
+    held = sft.problems(config, "heldout")
+    assert all(tasks.verify(p, p.solution) == (True, True) for p in held)  # never flawed
+    with pytest.raises(ValueError, match="flawed_fraction"):
+        dataclasses.replace(TINY, flawed_fraction=1.5)
+
+
 def test_config_errors():
     with pytest.raises(ValueError, match="loss_agg_mode"):
         dataclasses.replace(RL, loss_agg_mode="mean")
@@ -95,22 +112,43 @@ def test_equal_rewards_leave_the_policy_unchanged(base):
         np.testing.assert_array_equal(a, b)
 
 
+def _hand_made_batch(policy, config=RL, seed=0):
+    """4 prompts x 4 distinct completions of equal length (EOS last), scored by ``policy``:
+    a batch fixed in the test, independent of what any trained base would sample."""
+    b, g, n = config.num_prompts, config.num_generations, TINY.max_new_tokens
+    prompts, valid = sft.encode(TINY, sft.problems(TINY, "train")[:b])[:2]
+    rng = np.random.default_rng(seed)
+    body = rng.integers(3, 13, size=(b * g, n - 1))          # digit tokens
+    body[:, 0] = np.arange(b * g) % g + 3                     # distinct within each group
+    tokens = jnp.asarray(np.concatenate([body, np.full((b * g, 1), T.EOS_ID)], 1), jnp.int32)
+    prompts = jnp.repeat(jnp.asarray(prompts), g, axis=0)
+    valid = jnp.repeat(jnp.asarray(valid), g, axis=0)
+    logp = T.score(policy, prompts, valid, tokens)
+    return sequence.RolloutBatch(prompts, valid, tokens, jnp.ones(tokens.shape, bool), logp,
+                                 jnp.zeros(tokens.shape))
+
+
 @pytest.mark.parametrize("loss,agg", [("ppo_clip", "token-mean"), ("cispo", "seq-mean-token-sum")])
-def test_rewarded_completion_becomes_more_likely(base, loss, agg):
+def test_rewarded_completion_becomes_more_likely(loss, agg):
+    # What follows from the math, for any policy: on-policy, both losses' gradient is the
+    # policy gradient of J = sum_i A_i log pi(y_i) (equal lengths: token-mean and
+    # seq-mean-token-sum are both proportional to it); Adam's first step moves every parameter
+    # by lr * sign(dJ), so J rises (first order: lr * sum |dJ|). With GRPO advantages
+    # (+a for the rewarded completion, -a/3 for the others) J rising means the rewarded
+    # completion gains more log-likelihood than the others on average.
+    policy = T.init(jax.random.key(7), TINY.model_config())   # a policy fixed in the test
     rewards = np.zeros((4, 4))
     rewards[:, 0] = 1.0  # the first completion of every group is "correct"
     config = RL.replace(policy_loss=loss, loss_agg_mode=agg, learning_rate=1e-4)
-    batch, new, _ = _one_update(base, rewards, config)
-    before = T.score(base, batch.prompts, batch.prompt_valid, batch.tokens)
+    batch = _hand_made_batch(policy, config)
+    state = sequence.TrainState(policy, sequence.make_optimizer(config).init(policy))
+    new, _ = jax.jit(sequence.update, static_argnums=5)(
+        jax.random.key(4), state, policy, batch, jnp.asarray(rewards, jnp.float32), config)
     after = T.score(new.policy, batch.prompts, batch.prompt_valid, batch.tokens)
-    seq = lambda lp: np.asarray((lp * batch.mask).sum(-1)).reshape(4, 4)  # noqa: E731
-    gain = seq(after) - seq(before)
-    text = np.asarray(jnp.where(batch.mask, batch.tokens, -1)).reshape(4, 4, -1)
-    distinct = [b for b in range(4) if not any((text[b, 0] == text[b, g]).all()
-                                               for g in range(1, 4))]
-    assert distinct  # at least one group where the rewarded completion is unique
-    for b in distinct:
-        assert gain[b, 0] > 0 and gain[b, 0] > gain[b, 1:].max(), gain[b]
+    gain = np.asarray((after - batch.behav_logp).sum(-1)).reshape(4, 4)
+    adv = np.asarray(core.estimator(config)(jnp.asarray(rewards), None).adv)
+    assert float((adv * gain).sum()) > 0
+    assert gain[:, 0].mean() > gain[:, 1:].mean()
 
 
 def _rewarded_first():
