@@ -180,6 +180,7 @@ def _cmd_reproduce(args) -> int:
     _check_out_dir(str(experiments.default_out_dir(args.quick)))
     results, df = experiments.reproduce(quick=args.quick, only=args.only, force=args.force)
     out = experiments.default_out_dir(args.quick)
+    experiments.sync_readme(df, out, quick=args.quick)  # README verdict table (full runs)
     print(_render(df, args.format, quick=args.quick))
     failed = int(df["verdict"].isin(["fail", "inconclusive"]).sum())
     errors = [r for r in results if r.error]

@@ -19,6 +19,7 @@ import dataclasses
 import gzip
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import json
 import math
@@ -101,6 +102,8 @@ def claim(id: str, statement: str, measured, passed, criterion: str, *, paper: s
     becomes NaN); ``passed`` a bool-like or None (not evaluated). ``verdict`` overrides the
     verdict derived from ``passed`` (e.g. ``"inconclusive"`` when a positive control failed).
     A non-finite measured number fails the claim (it cannot satisfy a criterion).
+    Without a ``paper_ref``, the claim's recorded source in :mod:`rlvr_lab.bibliography` is
+    used (e.g. ``"arXiv:2508.13755 abstract"``; empty when none is recorded).
     """
     if hasattr(measured, "item"):
         measured = measured.item()
@@ -115,6 +118,10 @@ def claim(id: str, statement: str, measured, passed, criterion: str, *, paper: s
             passed, reason = False, reason or "measured value is not finite"
     if verdict is None:
         verdict = "not evaluated" if passed is None else ("pass" if bool(passed) else "fail")
+    if not paper_ref:
+        from rlvr_lab import bibliography
+
+        paper_ref = bibliography.paper_ref(id)
     return Claim(id=id, paper=paper, statement=statement, paper_value=paper_value,
                  measured=measured, criterion=criterion, verdict=verdict, reason=reason,
                  setting=setting, paper_ref=paper_ref, measured_text=measured_text)
@@ -182,6 +189,7 @@ class Experiment:
     description: str = ""
     default_seeds: int = 16
     quick_seeds: int = 4
+    setting: str = ""  # fills the claims' empty ``setting``
 
     @property
     def module_file(self) -> str:
@@ -208,14 +216,21 @@ _EXPERIMENTS: Registry = Registry("experiment")
 
 
 def experiment(name: str, *, paper: str, claims: Iterable[str], default_seeds: int = 16,
-               quick_seeds: int = 4, description: str = ""):
-    """Decorator registering ``fn(ctx) -> list[Claim]`` as an experiment."""
+               quick_seeds: int = 4, description: str = "", setting: str = ""):
+    """Decorator registering ``fn(ctx) -> list[Claim]`` as an experiment.
+
+    ``setting`` (one of ``SETTINGS``) is where its claims are tested; it fills each returned
+    claim's empty ``setting`` (a claim may still set its own).
+    """
+    if setting and setting not in SETTINGS:
+        raise ValueError(f"experiment {name!r}: setting={setting!r} is not allowed; choose one "
+                         f"of {', '.join(map(repr, SETTINGS))}")
 
     def deco(fn):
         doc = description or (inspect.getdoc(fn) or "").split("\n\n")[0]
         _EXPERIMENTS.register(name, Experiment(
             name=name, paper=paper, claims=tuple(claims), fn=fn, description=doc,
-            default_seeds=default_seeds, quick_seeds=quick_seeds))
+            default_seeds=default_seeds, quick_seeds=quick_seeds, setting=setting))
         return fn
 
     return deco
@@ -225,18 +240,60 @@ _LOADED = False
 LOAD_ERRORS: dict[str, str] = {}
 
 
+# the experiment modules: a top-level package installed (or checked out) next to rlvr_lab
+SIMULATIONS_DIR = Path(__file__).resolve().parents[1] / "simulations"
+
+
+def _simulations_package():
+    """The ``simulations`` package next to ``rlvr_lab``, imported by its path.
+
+    ``simulations`` is a common name: a plain ``import`` would pick up any folder of that name
+    in the working directory first. Importing by path under the same name keeps the modules'
+    own ``from simulations import ...`` working. Raises ImportError (with the reason) when the
+    folder is missing or a different ``simulations`` is already imported.
+    """
+    init = SIMULATIONS_DIR / "__init__.py"
+    loaded = sys.modules.get("simulations")
+    if loaded is not None:
+        paths = [Path(p).resolve() for p in getattr(loaded, "__path__", [])]
+        if SIMULATIONS_DIR in paths:
+            return loaded
+        raise ImportError(f"a different package named 'simulations' is already imported "
+                          f"(from {', '.join(map(str, paths)) or loaded!r}); the experiments "
+                          f"live in {SIMULATIONS_DIR}")
+    if not init.is_file():
+        raise ImportError(f"no experiment modules: {init} does not exist (rlvr_lab installed "
+                          "without its simulations/ folder)")
+    spec = importlib.util.spec_from_file_location(
+        "simulations", init, submodule_search_locations=[str(SIMULATIONS_DIR)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["simulations"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules["simulations"]
+        raise
+    return module
+
+
 def load_all() -> None:
-    """Import every module of the ``simulations`` package so their experiments register.
+    """Import every module of the ``simulations`` folder next to ``rlvr_lab`` so their
+    experiments register (called on first use, never when ``rlvr_lab`` is imported).
 
     A module that fails to import is recorded in ``LOAD_ERRORS`` (and reported by the CLI)
-    instead of hiding every other paper's experiments.
+    instead of hiding every other paper's experiments; so is a missing or shadowed package
+    (under ``"__init__"``).
     """
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    import simulations
-    for info in sorted(pkgutil.iter_modules(simulations.__path__), key=lambda i: i.name):
+    try:
+        package = _simulations_package()
+    except Exception as err:  # noqa: BLE001 - reported, not swallowed
+        LOAD_ERRORS["__init__"] = f"{type(err).__name__}: {err}"
+        return
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
         try:
@@ -436,7 +493,9 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
                         measured=float("nan"), criterion="", verdict="fail",
                         reason=error.strip().splitlines()[-1]) for c in exp.claims]
     seconds = time.perf_counter() - start
-    claims = [dataclasses.replace(c, experiment=name, paper=c.paper or exp.paper)
+    claims = [dataclasses.replace(c, experiment=name, paper=c.paper or exp.paper,
+                                  setting=c.setting or exp.setting,
+                                  paper_ref=c.paper_ref or _bib_ref(c.id))
               for c in claims]
     declared, got = set(exp.claims), {c.id for c in claims}
     if not error and declared != got:
@@ -449,6 +508,12 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
         "seeds": seeds, "seconds": seconds, "figures": ctx.figures, "tables": ctx.tables,
         "error": error, "claims": [dataclasses.asdict(c) for c in claims]}, indent=1))
     return result
+
+
+def _bib_ref(claim_id: str) -> str:
+    from rlvr_lab import bibliography
+
+    return bibliography.paper_ref(claim_id)
 
 
 # ----------------------------------------------------------------------------- claims table
@@ -494,6 +559,14 @@ def verdict_counts(df: pd.DataFrame) -> str:
     """``"34 pass, 20 fail, 3 inconclusive, 2 not evaluated"`` for a claims frame."""
     counts = df["verdict"].value_counts()
     return ", ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS)
+
+
+def sync_readme(df: pd.DataFrame, out_dir: str | Path, *, quick: bool) -> Path | None:
+    """Regenerate the README's per-paper verdict table from a full run's claims (see
+    :func:`rlvr_lab.report.sync_readme`); None when nothing was written."""
+    from rlvr_lab import report
+
+    return report.sync_readme(df, out_dir, quick=quick)
 
 
 def write_claims(results: list[Result], out_dir: Path, *, quick: bool) -> pd.DataFrame:

@@ -61,7 +61,8 @@ def throughput_figure(df: pd.DataFrame, device: str):
     return fig
 
 
-@experiment("brorl_throughput", paper=PAPER, claims=("large_n_raises_throughput",),
+@experiment("brorl_throughput", paper=PAPER, setting="small model",
+            claims=("large_n_raises_throughput",),
             default_seeds=1, quick_seeds=1)
 def run(ctx):
     """Sampling tokens/s of the tiny transformer vs parallel rollouts per prompt."""

@@ -234,7 +234,7 @@ def sampling_figure(curves, table, per_prompt):
     return fig
 
 
-@experiment("cures_theory", paper=PAPER_CURES,
+@experiment("cures_theory", paper=PAPER_CURES, setting="theory",
             claims=("allocation_lowers_gradient_variance", "sampling_sets_convergence_rate"))
 def run_theory(ctx):
     """Exact gradient analysis: prompt sampling vs convergence, allocation vs variance."""
@@ -472,7 +472,7 @@ def study_figure(curves, summary, bank_name):
     return fig
 
 
-@experiment("cures_study", paper=PAPER_CURES,
+@experiment("cures_study", paper=PAPER_CURES, setting="bank",
             claims=("cures_fewer_rollouts_to_target", "raising_nmax_fewer_all_incorrect"))
 def run_cures_study(ctx):
     """Training at equal rollout budget: uniform, DAPO, CurES variants, E3 (prompt bank)."""

@@ -255,7 +255,7 @@ def ratio_figure(table):
 
 
 # ----------------------------------------------------------------------------- claims
-@experiment("dynaweb", paper=PAPER, quick_seeds=4, default_seeds=8,
+@experiment("dynaweb", paper=PAPER, setting="toy", quick_seeds=4, default_seeds=8,
             claims=("imagination_sample_efficiency", "expert_raises_final_success",
                     "expert_lowers_seed_variance", "dreaming_harmful_above_error_threshold"))
 def run(ctx):

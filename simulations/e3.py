@@ -61,7 +61,7 @@ def temperature_figure(df):
     return fig
 
 
-@experiment("e3_temperature", paper=PAPER_E3,
+@experiment("e3_temperature", paper=PAPER_E3, setting="bank",
             claims=("e3_entropy_within_band", "fixed_temperature_entropy_collapses"))
 def run_e3_temperature(ctx):
     """E3's temperature rule keeps the sampling entropy near its target; fixed T collapses."""

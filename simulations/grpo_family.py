@@ -100,7 +100,7 @@ def gradient_check(grads, exact):
     return coverage, ratio, ratio_se
 
 
-@experiment("grpo_family", paper=PAPER, claims=(
+@experiment("grpo_family", paper=PAPER, setting="bank", claims=(
     "rloo_equals_scaled_dr_grpo", "rloo_gradient_unbiased", "dr_grpo_gradient_shrink",
     "all_methods_learn"))
 def run(ctx: Context):

@@ -102,7 +102,7 @@ def april_figure(df: pd.DataFrame):
     return fig
 
 
-@experiment("systems_april", paper="APRIL",
+@experiment("systems_april", paper="APRIL", setting="simulator",
             claims=("april_throughput_gain", "april_off_policy_tokens"), default_seeds=4,
             quick_seeds=1)
 def run_april(ctx: Context):
@@ -201,7 +201,8 @@ def areal_figure(df: pd.DataFrame):
     return fig
 
 
-@experiment("systems_areal", paper="AReaL", claims=("areal_speedup", "areal_staleness_bound"),
+@experiment("systems_areal", paper="AReaL", setting="simulator",
+            claims=("areal_speedup", "areal_staleness_bound"),
             default_seeds=4, quick_seeds=1)
 def run_areal(ctx: Context):
     """AReaL asynchronous RL vs synchronous at equal GPUs across the staleness bound η."""
@@ -328,7 +329,7 @@ def echo_figure(util: pd.DataFrame, cost: pd.DataFrame):
     return fig
 
 
-@experiment("systems_echo", paper="ECHO-2",
+@experiment("systems_echo", paper="ECHO-2", setting="simulator",
             claims=("echo_capacity_model", "echo_bound_model", "echo_cost_reduction"),
             default_seeds=1, quick_seeds=1)
 def run_echo(ctx: Context):
@@ -418,7 +419,8 @@ def webgym_figure(df: pd.DataFrame):
     return fig
 
 
-@experiment("systems_webgym", paper="WebGym", claims=("webgym_async_speedup",),
+@experiment("systems_webgym", paper="WebGym", setting="simulator",
+            claims=("webgym_async_speedup",),
             default_seeds=4, quick_seeds=1)
 def run_webgym(ctx: Context):
     """Asynchronous vs lock-step multi-turn agent rollouts across environment latency."""
@@ -488,7 +490,7 @@ def learning_figure(table: pd.DataFrame, curves: dict):
     return fig
 
 
-@experiment("systems_staleness", paper="AReaL",
+@experiment("systems_staleness", paper="AReaL", setting="bank",
             claims=("areal_decoupled_stable", "areal_naive_degrades",
                     "echo_staleness_stability"), default_seeds=16, quick_seeds=4)
 def run_staleness(ctx: Context):

@@ -9,7 +9,7 @@ group. Per rollout we count
 * a **zeroing**: ``r - b == 0`` while ``r - ref != 0`` (the rollout is not used although it
   carries signal).
 
-Baselines (the Public API of DESIGN.md):
+Baselines (the ``baseline`` argument):
 
 * ``"mean"``: ``b`` = mean of the ``g`` rollouts of the group; averaged over those ``g``.
   With ``g = 1`` the only rollout is its own baseline: no flips, zeroing = P(r != ref).

@@ -1,0 +1,75 @@
+"""README verdict table: counts per paper (old and new claims.csv), the marker block, when
+`reproduce` rewrites it, and that the committed README matches the committed claims.csv."""
+import pandas as pd
+import pytest
+
+from rlvr_lab import cli, experiments, report
+
+FRAME = pd.DataFrame({
+    "paper": ["DARS", "DARS", "DARS", "ECHO-2", "E3", "Other"],
+    "verdict": ["pass", "fail", "inconclusive", "not evaluated", "pass", "fail"]})
+
+
+def test_counts_per_paper():
+    table = report.counts(FRAME)
+    assert list(table.index) == ["DARS", "E3", "ECHO-2", "Other"]
+    assert table.loc["DARS"].tolist() == [1, 1, 1, 0, 3]
+    assert table.loc["ECHO-2", "not evaluated"] == 1
+    assert int(table["claims"].sum()) == len(FRAME)
+
+
+def test_old_claims_csv_with_passed_column():
+    old = pd.DataFrame({"paper": ["A", "A", "B"], "passed": [True, False, None]})
+    assert report.verdicts_of(old).tolist() == ["pass", "fail", "not evaluated"]
+    strings = pd.DataFrame({"paper": ["A"], "passed": ["True"]})
+    assert report.verdicts_of(strings).tolist() == ["pass"]
+
+
+def test_verdict_table_links_papers_and_totals():
+    text = report.verdict_table(FRAME)
+    assert "[DARS](https://arxiv.org/abs/2508.13755) | 1 | 1 | 1 | 0 | 3 |" in text
+    assert "| Other | 0 | 1 | 0 | 0 | 1 |" in text
+    assert "| **all** | **2** | **2** | **1** | **1** | **6** |" in text
+
+
+def _readme(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text(f"# title\n\n{report.START}\nstale\n{report.END}\n\nrest\n")
+    return path
+
+
+def test_sync_readme_only_for_full_runs_into_the_checkout_figures(tmp_path):
+    readme = _readme(tmp_path)
+    figures = report.ROOT / "figures"
+    assert report.sync_readme(FRAME, figures, quick=True, readme=readme) is None
+    assert report.sync_readme(FRAME, tmp_path, quick=False, readme=readme) is None
+    assert "stale" in readme.read_text()
+    assert report.sync_readme(FRAME, figures, quick=False, readme=readme) == readme
+    text = readme.read_text()
+    assert "stale" not in text and "**6**" in text and text.endswith("rest\n")
+    assert report.sync_readme(FRAME, figures, quick=False, readme=readme) == readme
+    assert readme.read_text() == text  # idempotent
+    no_markers = tmp_path / "plain.md"
+    no_markers.write_text("no markers\n")
+    assert report.sync_readme(FRAME, figures, quick=False, readme=no_markers) is None
+
+
+def test_reproduce_command_syncs_the_readme(tmp_path, monkeypatch, capsys):
+    calls = []
+    df = FRAME.assign(experiment="x", claim="c", measured=1.0, measured_text="", reason="")
+    monkeypatch.setenv("RLVR_LAB_FIGURES", str(tmp_path))
+    monkeypatch.setattr(experiments, "reproduce", lambda **kw: ([], df))
+    monkeypatch.setattr(experiments, "sync_readme",
+                        lambda d, out, *, quick: calls.append((len(d), out, quick)))
+    assert cli.main(["reproduce", "--format", "csv"]) == 0
+    assert calls == [(len(df), experiments.default_out_dir(False), False)]
+
+
+def test_committed_readme_matches_committed_claims():
+    csv = report.ROOT / "figures" / "claims.csv"
+    if not csv.is_file():
+        pytest.skip("no committed claims.csv")
+    text = (report.ROOT / "README.md").read_text()
+    block = report.verdict_table(pd.read_csv(csv))
+    assert report.replace_block(text, block) == text, (
+        "README verdict table is stale: run `python -m rlvr_lab.report`")
