@@ -329,28 +329,38 @@ class Driver:
         correct = np.stack([r.correct[p] for r, p in zip(rounds, pick)]) & group_mask
         return batch, np.nan_to_num(rewards).astype(np.float32), group_mask, correct
 
+    def rollout_keys(self, key, step: int, num_seeds: int):
+        """The step's rollout keys ``[S]`` (those of :class:`sequence.Trainer`)."""
+        keys = self.trainer.step_keys(key, step, num_seeds)
+        return jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
+
+    def learn(self, key, state, step: int, rounds: list[Round]):
+        """One update of every seed on its round's batch -> ``(state, metrics)``."""
+        n_seeds = len(rounds)
+        step_keys = self.trainer.step_keys(key, step, n_seeds)
+        batch, rewards, group_mask, correct = self.batch_arrays(rounds)
+        upd = jax.vmap(lambda k: jax.random.fold_in(k, 1))(step_keys)
+        state, metrics = _update(upd, state, self.trainer.base_policy, batch,
+                                 jnp.asarray(rewards), self.config.rl, jnp.asarray(group_mask))
+        metrics = {k: np.asarray(v) for k, v in metrics.items()}
+        metrics["pass1"] = correct.sum((1, 2)) / np.maximum(group_mask.sum((1, 2)), 1)
+        for name in rounds[0].counts:
+            metrics[name] = np.array([r.counts[name] for r in rounds], float)
+        metrics["t_stop"] = np.array([r.t_stop for r in rounds], float)
+        return state, metrics
+
     def train_step(self, key, state, step: int, *, compare: bool = False):
         """One ROLL rollout + one update for every seed -> ``(state, metrics, rounds)``.
 
         ``compare=True`` also runs the finish-everything rollout of the same key and returns
         it as ``rounds["finish"]`` (the trained batch is always the configured one's).
         """
-        tr = self.trainer
         n_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
-        step_keys = tr.step_keys(key, step, n_seeds)
-        roll_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0))(step_keys)
+        roll_keys = self.rollout_keys(key, step, n_seeds)
         rounds = {"roll": self.rollout(roll_keys, state.policy)}
         if compare:
             rounds["finish"] = self.rollout(roll_keys, state.policy, abort=False)
-        batch, rewards, group_mask, correct = self.batch_arrays(rounds["roll"])
-        upd = jax.vmap(lambda k: jax.random.fold_in(k, 1))(step_keys)
-        state, metrics = _update(upd, state, tr.base_policy, batch, jnp.asarray(rewards),
-                                 self.config.rl, jnp.asarray(group_mask))
-        metrics = {k: np.asarray(v) for k, v in metrics.items()}
-        metrics["pass1"] = correct.sum((1, 2)) / np.maximum(group_mask.sum((1, 2)), 1)
-        for name in rounds["roll"][0].counts:
-            metrics[name] = np.array([r.counts[name] for r in rounds["roll"]], float)
-        metrics["t_stop"] = np.array([r.t_stop for r in rounds["roll"]], float)
+        state, metrics = self.learn(key, state, step, rounds["roll"])
         return state, metrics, rounds
 
 

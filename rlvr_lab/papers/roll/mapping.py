@@ -31,6 +31,7 @@ rlvr_lab.papers.roll.mapping`` runs the comparison and prints JSON.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from typing import Any
@@ -94,8 +95,8 @@ class DeviceMapping:
         for stage in STAGES:
             idx = getattr(self, stage)
             if max(idx) >= len(devices):
-                raise ValueError(f"{stage}={idx!r} needs {max(idx) + 1} devices; "
-                                 f"{len(devices)} are available")
+                raise ValueError(f"{stage}={idx!r} needs {max(idx) + 1} devices; only "
+                                 f"{len(devices)} devices are available")
             out[stage] = Mesh(np.array([devices[i] for i in idx]), ("data",))
         return out
 
@@ -154,6 +155,30 @@ def update_scored(key, state: sequence.TrainState, batch: sequence.RolloutBatch,
     return state.replace(policy=policy, opt_state=opt_state), out
 
 
+# module-level jits with the config and the mesh static: mappings that share a stage's
+# devices share its compiled code
+@functools.partial(jax.jit, static_argnames=("config", "mesh"))
+def _generate(keys, policy, pool_prompts, pool_valid, *, config, mesh):
+    def one(key, policy):
+        idx = jax.random.choice(jax.random.fold_in(key, 0), pool_prompts.shape[0],
+                                (config.num_prompts,), replace=False)
+        return idx, sequence.rollout(jax.random.fold_in(key, 1), policy, pool_prompts[idx],
+                                     pool_valid[idx], config, mesh)
+    return jax.vmap(one)(keys, policy)
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _score(policy, ref, batch, *, config):
+    def one(policy, batch):
+        s = lambda pol: transformer.score(pol, batch.prompts, batch.prompt_valid,  # noqa: E731
+                                          batch.tokens, temperature=config.temperature)
+        return s(policy), s(ref)
+    return jax.vmap(one)(policy, batch)
+
+
+_update = jax.jit(jax.vmap(update_scored, in_axes=(0, 0, 0, 0, 0, 0, None)), static_argnums=6)
+
+
 class MappedTrainer:
     """:class:`sequence.Trainer`'s step with its stages placed by a :class:`DeviceMapping`.
 
@@ -176,23 +201,6 @@ class MappedTrainer:
             if rows % mesh.devices.size:
                 raise ValueError(f"num_prompts*num_generations={rows} must be divisible by the "
                                  f"{mesh.devices.size} devices of the {stage} stage")
-        cfg, gen_mesh = config, self.meshes["generation"]
-
-        def rollout_one(key, policy, pool_prompts, pool_valid):
-            idx = jax.random.choice(jax.random.fold_in(key, 0), pool_prompts.shape[0],
-                                    (cfg.num_prompts,), replace=False)
-            return idx, sequence.rollout(jax.random.fold_in(key, 1), policy, pool_prompts[idx],
-                                         pool_valid[idx], cfg, gen_mesh)
-
-        def score_one(policy, ref, batch):
-            s = lambda pol: transformer.score(pol, batch.prompts, batch.prompt_valid,  # noqa: E731
-                                              batch.tokens, temperature=cfg.temperature)
-            return s(policy), s(ref)
-
-        self._generate = jax.jit(jax.vmap(rollout_one, in_axes=(0, 0, None, None)))
-        self._score = jax.jit(jax.vmap(score_one, in_axes=(0, None, 0)))
-        self._update = jax.jit(jax.vmap(update_scored, in_axes=(0, 0, 0, 0, 0, 0, None)),
-                               static_argnums=6)
         base = self.trainer.base_policy
         self.gen_pool = _replicated((self.trainer.pool_prompts, self.trainer.pool_valid),
                                     self.meshes["generation"])
@@ -211,15 +219,15 @@ class MappedTrainer:
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
         keys = self.trainer.step_keys(key, step, num_seeds)
         gen_policy = _replicated(state.policy, m["generation"])   # the parameter transfer
-        idx, batch = self._generate(jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys),
-                                    gen_policy, *self.gen_pool)
+        idx, batch = _generate(jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys),
+                               gen_policy, *self.gen_pool, config=cfg, mesh=m["generation"])
         rewards, correct = self.trainer.verify(idx, batch.tokens)
         scored = _rows(batch, m["scoring"])
-        old_logp, ref_logp = self._score(_replicated(state.policy, m["scoring"]), self.ref,
-                                         scored)
+        old_logp, ref_logp = _score(_replicated(state.policy, m["scoring"]), self.ref, scored,
+                                    config=cfg)
         upd = _rows((batch, old_logp, ref_logp), m["update"])
-        state, out = self._update(jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys), state,
-                                  *upd[:1], jnp.asarray(rewards), *upd[1:], cfg)
+        state, out = _update(jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys), state,
+                             *upd[:1], jnp.asarray(rewards), *upd[1:], cfg)
         out = {k: np.asarray(v) for k, v in out.items()}
         out["pass1"] = correct.mean(axis=(1, 2))
         out["transfer_bytes"] = np.full(num_seeds, float(self.transfer_bytes))
@@ -266,28 +274,39 @@ def compare(config: sequence.SequenceRLConfig, mappings, key, *, num_seeds: int 
 
 
 def main(argv=None) -> int:
-    """``python -m rlvr_lab.papers.roll.mapping [steps] [seeds] [task preset]``: compare the
-    colocated and disaggregated mappings on all devices; prints one JSON line."""
+    """``python -m rlvr_lab.papers.roll.mapping [steps] [seeds] [preset] [quick|full]``:
+    compare mappings on all devices (at least 2) and print one JSON line.
+
+    ``quick``: colocated on the first half of the devices vs generation there and training
+    on the other half (the generation stage compiles once for both); ``full``: colocated on
+    all devices, half/half and 1/(n-1) disaggregated.
+    """
     from rlvr_lab.train import sft
 
     args = sys.argv[1:] if argv is None else argv
     steps = int(args[0]) if args else 2
     seeds = int(args[1]) if len(args) > 1 else 2
     preset = args[2] if len(args) > 2 else "search"
+    which = args[3] if len(args) > 3 else "full"
     n = jax.device_count()
+    if n < 2 or which not in ("quick", "full"):
+        raise SystemExit(f"need >= 2 devices (got {n}) and quick|full (got {which!r})")
     base = sft.PRESETS[preset]
     config = sequence.SequenceRLConfig(base=base, num_prompts=6, num_generations=4,
                                        learning_rate=5e-4, warmup_steps=0, steps=steps,
                                        eval_problems=8, eval_samples=2, num_train_problems=256)
-    mappings = [DeviceMapping.colocated(n)]
-    if n >= 2:
-        mappings.append(DeviceMapping.disaggregated(n // 2, n - n // 2))
-    if n >= 4:
-        mappings.append(DeviceMapping.disaggregated(1, n - 1))
+    half = n // 2
+    if which == "quick":
+        mappings = [DeviceMapping.colocated(half), DeviceMapping.disaggregated(half, n - half)]
+    else:
+        mappings = [DeviceMapping.colocated(n), DeviceMapping.disaggregated(half, n - half),
+                    DeviceMapping.disaggregated(1, n - 1)]
     policy = sft.load_or_train(base, verbose=False)
     summary = compare(config, mappings, jax.random.key(7), num_seeds=seeds, steps=steps,
                       base_policy=policy)
-    print(json.dumps({"devices": n, "mappings": summary}))
+    print(json.dumps({"devices": n, "steps": steps, "seeds": seeds,
+                      "learning_rate": config.learning_rate,
+                      "rows": config.num_prompts * config.num_generations, "mappings": summary}))
     return 0
 
 
