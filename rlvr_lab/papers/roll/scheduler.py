@@ -213,6 +213,9 @@ class Scheduler:
             if np.any(tokens[unfinished] < 0):
                 raise ValueError("aborted token counts must be >= 0")
             self.tokens[unfinished] = tokens[unfinished]
+        if not self.abort_enabled and np.any(live & (self.state == GENERATING)):
+            raise RuntimeError("abort=False: every launched sample must finish before the "
+                               "batch is handed over")
         never = live & (self.state == QUEUED)
         self.tokens[never] = 0
         self.state[live] = ABORTED
@@ -371,8 +374,7 @@ def check(sched: Scheduler, batch_size: int | None = None, lengths=None) -> list
             bad.append(f"committed {list(s.committed)} != first informative groups in "
                        f"completion order {want}")
         for g in complete:
-            if (informative(s.rewards[g]) and g not in s.committed
-                    and s.state[g, 0] != ABORTED and len(s.committed) < s.B):
+            if informative(s.rewards[g]) and g not in s.committed and len(s.committed) < s.B:
                 bad.append(f"complete informative group {g} dropped while the batch is short")
     else:
         done = np.flatnonzero(np.cumprod(s.t_complete >= 0))
