@@ -8,14 +8,26 @@ A group with fewer than two valid rollouts carries no relative signal and gets a
 meaning: no comparison, no update).
 
 All functions are pure and jittable, in float32 and float64.
+
+Input checks (one-line ``ValueError``): ``rewards`` must be ``[B, G]`` with ``B, G >= 1`` (also
+under ``jit``: shapes are static); on concrete inputs every valid reward must be finite (masked
+entries may hold anything, NaN padding included) and ``eps`` a finite number ``>= 0``. Under
+``jit`` the value checks are skipped and a NaN reward gives NaN advantages in its group (the
+whole batch for ``scale="batch"`` and ``reinforce_pp_baseline``); wrap the estimator in
+:func:`rlvr_lab.utils.checked` to keep the checks inside ``jit``.
+
+Degenerate but valid inputs give 0, never NaN: a group of equal rewards, a group with one
+valid rollout (``G = 1`` included), a fully masked group or batch, ``eps = 0`` with a zero scale.
 """
 from __future__ import annotations
 
+import inspect
 from typing import NamedTuple
 
 import jax.numpy as jnp
 
 from rlvr_lab._registry import Registry, check_choice
+from rlvr_lab.utils import check_finite, check_number
 
 _REGISTRY: Registry = Registry("estimator", "advantage estimator")
 
@@ -33,6 +45,9 @@ def _prepare(rewards, mask):
         rewards = rewards.astype(jnp.float32)
     if rewards.ndim != 2:
         raise ValueError(f"rewards must have shape [B, G]; got shape {rewards.shape}")
+    if 0 in rewards.shape:
+        raise ValueError(f"rewards of shape {rewards.shape} is empty; it needs B >= 1 groups "
+                         "of G >= 1 rollouts (mask out rollouts instead of dropping them)")
     if mask is None:
         mask = jnp.ones(rewards.shape, dtype=bool)
     else:
@@ -40,6 +55,7 @@ def _prepare(rewards, mask):
         if mask.shape != rewards.shape:
             raise ValueError(f"mask shape {mask.shape} does not match rewards shape "
                              f"{rewards.shape}")
+    check_finite(rewards, "rewards", where=mask)
     return rewards, mask
 
 
@@ -63,8 +79,9 @@ def _group_stats(rewards, mask):
 def _batch_std(values, mask):
     m = mask.astype(values.dtype)
     n = m.sum()
-    mean = (values * m).sum() / jnp.maximum(n, 1)
-    dev = (values - mean) * m
+    # where, not values * m: a masked NaN (padding) must stay out, as in _group_stats
+    mean = jnp.where(mask, values, 0).sum() / jnp.maximum(n, 1)
+    dev = jnp.where(mask, values - mean, 0)
     return jnp.sqrt((dev * dev).sum() / jnp.maximum(n - 1, 1)), mean
 
 
@@ -76,8 +93,7 @@ def _divide(centred, scale):
 
 
 def _check_eps(eps):
-    if isinstance(eps, (int, float)) and not eps >= 0:
-        raise ValueError(f"eps={eps!r} must be >= 0")
+    check_number(eps, "eps", ">= 0", lambda v: v >= 0)
 
 
 def _finish(adv, n, mask):
@@ -131,6 +147,7 @@ def reinforce_pp_baseline(rewards, mask=None, *, eps: float = 1e-8):
     whitens over tokens, i.e. weights each rollout by its length; here one rollout = one entry).
     """
     rewards, mask = _prepare(rewards, mask)
+    _check_eps(eps)
     n, mean, _ = _group_stats(rewards, mask)
     valid = mask & (n >= 2)
     centred = jnp.where(valid, rewards - mean, 0)
@@ -168,8 +185,8 @@ def mc_grpo(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3):
     |A| = 1/eps; with ``eps=0`` it gets 0 rather than inf);
     ``"std"`` ``(r - m) / (sample std + eps)``; ``"none"`` ``r - m``.
 
-    Returns ``Advantages(adv [B, G+1], keep [B, G+1])`` (a named pair); ``keep`` is False at the pivot and at masked
-    entries. Groups with fewer than two valid rollouts get A=0.
+    Returns ``Advantages(adv [B, G+1], keep [B, G+1])`` (a named pair); ``keep`` is False at
+    the pivot and at masked entries. Groups with fewer than two valid rollouts get A=0.
     """
     check_choice("scale", scale, ("mad", "std", "none"))
     _check_eps(eps)
@@ -213,11 +230,35 @@ def register(name: str, fn=None, *, overwrite: bool = False):
     return _REGISTRY.register(name, fn, overwrite=overwrite)
 
 
+def options(name) -> tuple[str, ...] | None:
+    """Keyword options an estimator (a registered name or a callable) accepts: its parameters
+    after ``rewards, mask``; None when it takes ``**kwargs`` (anything is passed through)."""
+    params = list(inspect.signature(_REGISTRY.resolve(name)).parameters.values())
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return tuple(p.name for p in params[2:]
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
+def check_options(name, kwargs) -> None:
+    """One-line ValueError naming an option the estimator does not accept."""
+    allowed = options(name)
+    if allowed is None:
+        return
+    for key in kwargs:
+        if key not in allowed:
+            raise ValueError(f"unknown option {key!r} for advantage estimator "
+                             f"{getattr(name, '__name__', name)!r}; valid: "
+                             f"{', '.join(allowed) or 'none (it takes no options)'}")
+
+
 def compute(name, rewards, mask=None, **kwargs) -> Advantages:
     """Run an estimator (a registered name or a callable) and return ``Advantages(adv, keep)``.
 
     ``keep`` marks rollouts that enter the loss: the mask, minus the pivot for ``mc_grpo``.
+    An option the estimator does not accept is a ValueError (:func:`check_options`).
     """
+    check_options(name, kwargs)
     out = _REGISTRY.resolve(name)(rewards, mask, **kwargs)
     if isinstance(out, tuple):
         return Advantages(*out)

@@ -8,6 +8,13 @@ combine it with :func:`aggregate`. Masked tokens are not zeroed by the loss func
 :func:`aggregate` applies the mask.
 
 Every function is pure and jittable in float32 and float64.
+
+Input checks (one-line ``ValueError``, see :mod:`rlvr_lab.utils`): options always
+(``0 <= epsilon < 1``, ``epsilon_high >= 0``, ``clip_ratio_c > 1``, caps ``>= 1``, all finite,
+booleans rejected) unless traced; on concrete inputs the log-probs, advantages and token losses
+must be finite at valid tokens (masked tokens may hold anything, ``-inf`` padding included);
+batches must not be empty. Under ``jit`` the value checks are skipped (NaN propagates); wrap a
+function in :func:`rlvr_lab.utils.checked` to keep them.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_lab._registry import Registry, check_choice
+from rlvr_lab.utils import check_finite, check_number
 
 _POLICY: Registry = Registry("loss", "policy loss")
 _KL: Registry = Registry("kl", "KL estimator")
@@ -24,6 +32,31 @@ AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mea
 
 def _mask_like(x, mask):
     return jnp.ones(x.shape, dtype=bool) if mask is None else jnp.asarray(mask, dtype=bool)
+
+
+def _check_epsilon(epsilon, epsilon_high=None, *, upper_closed=False):
+    """PPO-style clip range ``[1 - epsilon, 1 + epsilon_high]``: ``0 <= epsilon < 1`` (the
+    lower end stays positive; ``<= 1`` when ``upper_closed``), ``epsilon_high >= 0``."""
+    if upper_closed:
+        check_number(epsilon, "epsilon", "in [0, 1]", lambda v: (v >= 0) & (v <= 1),
+                     optional=True)
+    else:
+        check_number(epsilon, "epsilon", "in [0, 1)", lambda v: (v >= 0) & (v < 1))
+    check_number(epsilon_high, "epsilon_high", ">= 0", lambda v: v >= 0, optional=True)
+
+
+def _check_cap(cap, what="cap"):
+    check_number(cap, what, ">= 1", lambda v: v >= 1)
+
+
+def _check_tokens(mask, **arrays):
+    """Finite values at valid tokens; ``advantages`` may be ``[B, 1]`` (broadcast)."""
+    shape = jnp.shape(next(iter(arrays.values())))
+    where = None if mask is None else jnp.broadcast_to(jnp.asarray(mask, bool), shape)
+    for name, x in arrays.items():
+        if x is None:
+            raise ValueError(f"{name} is required (got None)")
+        check_finite(jnp.broadcast_to(x, shape) if name == "advantages" else x, name, where)
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -42,9 +75,13 @@ def aggregate(token_loss, mask, mode: str = "token-mean"):
     token_loss = jnp.asarray(token_loss)
     if token_loss.ndim != 2:
         raise ValueError(f"token_loss must have shape [B, T]; got shape {token_loss.shape}")
+    if 0 in token_loss.shape:
+        raise ValueError(f"token_loss of shape {token_loss.shape} is empty; it needs B >= 1 "
+                         "rows of T >= 1 tokens (mask out tokens instead of dropping them)")
     m = _mask_like(token_loss, mask)
     if m.shape != token_loss.shape:
         raise ValueError(f"mask shape {m.shape} does not match token_loss shape {token_loss.shape}")
+    check_finite(token_loss, "token_loss", where=m)
     mf = m.astype(token_loss.dtype)
     masked = jnp.where(m, token_loss, 0)
     rows = masked.sum(-1)
@@ -62,9 +99,10 @@ def aggregate(token_loss, mask, mode: str = "token-mean"):
 
 
 def masked_mean(x, mask=None):
-    """Mean of ``x`` over valid entries; 0 when none is valid."""
+    """Mean of ``x`` over valid entries; 0 when none is valid (valid entries must be finite)."""
     x = jnp.asarray(x)
     m = _mask_like(x, mask)
+    check_finite(x, "x", where=m)
     # where, not x * mask: inf/NaN garbage at padded positions must stay out (as in aggregate)
     return jnp.where(m, x, 0).sum() / jnp.maximum(m.sum(), 1)
 
@@ -77,6 +115,7 @@ def ratio(log_prob, old_log_prob):
 
 def is_clipped(log_prob, old_log_prob, advantages, *, epsilon=0.2, epsilon_high=None):
     """Where PPO's clip is active (the clipped surrogate is the larger loss), as verl counts it."""
+    _check_epsilon(epsilon, epsilon_high)
     eps_high = epsilon if epsilon_high is None else epsilon_high
     rho = ratio(log_prob, old_log_prob)
     adv = jnp.broadcast_to(advantages, rho.shape)
@@ -86,6 +125,7 @@ def is_clipped(log_prob, old_log_prob, advantages, *, epsilon=0.2, epsilon_high=
 @_POLICY.register("pg")
 def pg(log_prob, old_log_prob=None, advantages=None, mask=None):
     """Vanilla REINFORCE: ``-A * log pi_theta`` (the behaviour policy is not used)."""
+    _check_tokens(mask, log_prob=log_prob, advantages=advantages)
     return -jnp.broadcast_to(advantages, jnp.shape(log_prob)) * log_prob
 
 
@@ -96,10 +136,17 @@ def ppo_clip(log_prob, old_log_prob, advantages, mask=None, *, epsilon=0.2, epsi
 
     ``epsilon_high`` (DAPO clip-higher; default ``epsilon``). Dual clip: with
     ``clip_ratio_c=c`` (alias ``dual_clip``; verl uses 3) the loss of tokens with A<0 is
-    bounded above by ``-c*A``.
+    bounded above by ``-c*A``; ``c > 1`` (verl's assertion: below 1 it would cut into the
+    clipped surrogate itself).
     """
-    eps_high = epsilon if epsilon_high is None else epsilon_high
+    _check_epsilon(epsilon, epsilon_high)
+    if clip_ratio_c is not None and dual_clip is not None and clip_ratio_c is not dual_clip:
+        raise ValueError(f"clip_ratio_c={clip_ratio_c!r} and dual_clip={dual_clip!r} are both "
+                         "given; they are one option, pass one of them")
     c = clip_ratio_c if clip_ratio_c is not None else dual_clip
+    check_number(c, "clip_ratio_c", "> 1", lambda v: v > 1, optional=True)
+    _check_tokens(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages)
+    eps_high = epsilon if epsilon_high is None else epsilon_high
     rho = ratio(log_prob, old_log_prob)
     adv = jnp.broadcast_to(advantages, rho.shape)
     loss = jnp.maximum(-adv * rho, -adv * jnp.clip(rho, 1 - epsilon, 1 + eps_high))
@@ -125,6 +172,8 @@ def gspo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=3e-4, epsilon
     10 so a runaway ratio cannot overflow. Padded positions are ignored in the value, but
     their log-probs must be finite for the gradient to be.
     """
+    _check_epsilon(epsilon, epsilon_high)
+    _check_tokens(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages)
     seq = jnp.minimum(sequence_log_ratio(log_prob, old_log_prob, mask), 10.0)
     log_s = jax.lax.stop_gradient(seq) + log_prob - jax.lax.stop_gradient(log_prob)
     s = jnp.exp(log_s)
@@ -139,8 +188,10 @@ def cispo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=None, epsilo
     Only the importance weight is clipped, so every token keeps a gradient. By default there
     is no lower bound (``epsilon=None``), as in MiniMax-M1. The cap is ``1 + epsilon_high``
     (MiniMax-M1's form); TRL clamps at ``epsilon_high`` itself and recommends 5, which the
-    default ``epsilon_high=4`` reproduces.
+    default ``epsilon_high=4`` reproduces. ``epsilon`` in [0, 1] (1: no lower bound).
     """
+    _check_epsilon(epsilon, epsilon_high, upper_closed=True)
+    _check_tokens(mask, log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages)
     rho = ratio(log_prob, old_log_prob)
     low = 0.0 if epsilon is None else 1 - epsilon
     weight = jax.lax.stop_gradient(jnp.clip(rho, low, 1 + epsilon_high))
@@ -152,8 +203,13 @@ def decoupled_ppo(log_prob, prox_log_prob, behav_log_prob, advantages, mask=None
     """AReaL's decoupled PPO: ``-w * min(u*A, clip(u, 1-eps, 1+eps_high)*A)``.
 
     ``w = pi_prox / pi_behav`` (no gradient; tokens with ``w > behav_cap`` get weight 0 when a
-    cap is given), ``u = pi_theta / pi_prox``. With ``pi_prox = pi_behav`` it is PPO.
+    cap is given; ``behav_cap >= 1``), ``u = pi_theta / pi_prox``. With ``pi_prox = pi_behav``
+    it is PPO.
     """
+    if behav_cap is not None:
+        _check_cap(behav_cap, "behav_cap")
+    _check_tokens(mask, log_prob=log_prob, prox_log_prob=prox_log_prob,
+                  behav_log_prob=behav_log_prob, advantages=advantages)
     w = jax.lax.stop_gradient(ratio(prox_log_prob, behav_log_prob))
     if behav_cap is not None:
         w = jnp.where(w > behav_cap, 0.0, w)
@@ -183,13 +239,23 @@ def kl_k3(log_prob, ref_log_prob):
 
 
 def kl(name: str, log_prob, ref_log_prob):
-    """Per-token KL estimate by estimator name (``"k1"``, ``"k2"``, ``"k3"``)."""
-    return _KL.get(name)(log_prob, ref_log_prob)
+    """Per-token KL estimate by estimator name (``"k1"``, ``"k2"``, ``"k3"``).
+
+    Concrete log-probs must be finite everywhere (there is no mask: pass finite padding).
+    """
+    fn = _KL.get(name)
+    _check_tokens(None, log_prob=log_prob, ref_log_prob=ref_log_prob)
+    return fn(log_prob, ref_log_prob)
 
 
 # ----------------------------------------------------------------------------- rollout corrections
 def tis_weights(train_log_prob, rollout_log_prob, *, cap=2.0):
-    """Truncated importance sampling: ``min(pi_train / pi_rollout, cap)``, no gradient."""
+    """Truncated importance sampling: ``min(pi_train / pi_rollout, cap)``, no gradient.
+
+    ``cap`` is a finite number >= 1; concrete log-probs must be finite (no mask here).
+    """
+    _check_cap(cap)
+    _check_tokens(None, train_log_prob=train_log_prob, rollout_log_prob=rollout_log_prob)
     return jax.lax.stop_gradient(jnp.minimum(ratio(train_log_prob, rollout_log_prob), cap))
 
 
@@ -197,8 +263,11 @@ def mis_weights(train_log_prob, rollout_log_prob, *, cap=2.0):
     """Masked importance sampling: ``rho * 1[1/cap <= rho <= cap]`` and that acceptance mask.
 
     Returns ``(weights, accepted)``; rejected tokens should leave both the numerator and the
-    denominator of the aggregation (``mask & accepted``).
+    denominator of the aggregation (``mask & accepted``). ``cap`` is a finite number >= 1
+    (``cap = 1`` accepts only ``rho = 1``); concrete log-probs must be finite (no mask here).
     """
+    _check_cap(cap)
+    _check_tokens(None, train_log_prob=train_log_prob, rollout_log_prob=rollout_log_prob)
     rho = jax.lax.stop_gradient(ratio(train_log_prob, rollout_log_prob))
     accepted = (rho >= 1.0 / cap) & (rho <= cap)
     return jnp.where(accepted, rho, 0.0), accepted
@@ -207,6 +276,7 @@ def mis_weights(train_log_prob, rollout_log_prob, *, cap=2.0):
 def mismatch_metrics(train_log_prob, rollout_log_prob, mask=None):
     """Train/rollout mismatch: k1 = E[log pi_rollout - log pi_train], k3 = E[rho - log rho - 1],
     chi2 = E[rho^2] - 1 with ``rho = pi_train / pi_rollout``, over valid tokens."""
+    _check_tokens(mask, train_log_prob=train_log_prob, rollout_log_prob=rollout_log_prob)
     log_rho = train_log_prob - rollout_log_prob
     rho = jnp.exp(log_rho)
     return {

@@ -1,24 +1,64 @@
-"""Evaluation metrics: unbiased pass@k, token entropy, probability mass on the correct set."""
+"""Evaluation metrics: unbiased pass@k, token entropy, probability mass on the correct set.
+
+Input checks (one-line ``ValueError`` on concrete inputs; skipped under ``jit`` unless wrapped
+in :func:`rlvr_lab.utils.checked`, see :mod:`rlvr_lab.utils`): counts are whole numbers
+(booleans rejected), probabilities lie in [0, 1], logits are not NaN or ``+inf`` (``-inf``
+masks a token) and every distribution keeps at least one finite logit. Degenerate valid inputs
+are exact: ``pass_at_k`` gives 0 for ``c = 0`` and 1 for ``n - c < k``; ``pass_at_k_exact``
+gives 0 at ``p = 0`` or ``k = 0`` and 1 at ``p = 1``; a one-hot distribution has entropy 0.
+"""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlvr_lab.utils import _staged, check_number, is_traced
+
 
 def _is_concrete(*xs) -> bool:
-    return not any(isinstance(x, jax.core.Tracer) for x in xs)
+    return not is_traced(*xs)
+
+
+def _check_logits(logits, axis=-1, where=None):
+    """No NaN or +inf logit, and a finite one in every distribution (rows where ``where``)."""
+    if is_traced(logits, where):
+        x = jnp.asarray(logits)
+        ok = jnp.all(~jnp.isnan(x) & (x != jnp.inf), axis=axis) & jnp.any(jnp.isfinite(x),
+                                                                          axis=axis)
+        if where is not None:
+            ok = ok | ~jnp.asarray(where, bool)
+        _staged(ok, "logits must be finite or -inf, with a finite logit in every row", ok)
+        return
+    x = np.asarray(logits, dtype=float)
+    if x.ndim == 0 or x.shape[axis] == 0:
+        raise ValueError(f"logits of shape {x.shape} hold no distribution along axis {axis}")
+    rows = np.ones(np.delete(x.shape, axis % x.ndim), bool) if where is None else \
+        np.broadcast_to(np.asarray(where, bool), np.delete(x.shape, axis % x.ndim))
+    bad_value = (np.isnan(x) | (x == np.inf)) & np.expand_dims(rows, axis)
+    if bad_value.any():
+        i = np.unravel_index(np.flatnonzero(bad_value.ravel())[0], x.shape)
+        raise ValueError(f"logits={x[i]} at index {tuple(int(j) for j in i)} is not allowed; "
+                         "logits must be finite or -inf (a masked token)")
+    empty = ~np.any(np.isfinite(x), axis=axis) & rows
+    if empty.any():
+        i = np.unravel_index(np.flatnonzero(empty.ravel())[0], empty.shape)
+        raise ValueError(f"logits row {tuple(int(j) for j in i)} is all -inf; a distribution "
+                         "needs at least one finite logit")
 
 
 def pass_at_k(n, c, k):
     """Unbiased pass@k ``1 - C(n-c, k) / C(n, k)`` (Chen et al. 2021), vectorised.
 
     ``n`` samples of which ``c`` are correct; broadcasts over arrays. Exact cases: ``c == 0``
-    gives 0 and ``n - c < k`` gives 1. Requires ``0 <= c <= n`` and ``1 <= k <= n``: concrete
-    inputs outside that raise ValueError; traced ones give NaN there.
+    gives 0 and ``n - c < k`` gives 1. Requires whole numbers ``0 <= c <= n`` and
+    ``1 <= k <= n`` (booleans rejected): concrete inputs outside that raise ValueError; traced
+    ones give NaN outside the ranges (a non-integer traced count is not detected).
     The ratio is evaluated as a sum of ``min(k, c)`` log1p terms (no cancelling log-gammas), in
     the default float dtype (float64 when x64 is on).
     """
+    for name, value in (("n", n), ("c", c), ("k", k)):
+        check_number(value, name, integer=True)   # ranges: the joint check below
     n, c, k = jnp.asarray(n), jnp.asarray(c), jnp.asarray(k)
     if _is_concrete(n, c, k):
         nn, cc, kk = np.broadcast_arrays(np.asarray(n), np.asarray(c), np.asarray(k))
@@ -55,8 +95,18 @@ def _pass_at_k(n, c, k):
     return jnp.where(invalid, jnp.nan, value).astype(dtype)
 
 
+_P_SLACK = 1e-6   # a float32 sum of probabilities may exceed 1 by a few ulps
+
+
 def pass_at_k_exact(p, k):
-    """Population pass@k of a prompt with success probability ``p``: ``1 - (1 - p)^k``."""
+    """Population pass@k of a prompt with success probability ``p``: ``1 - (1 - p)^k``.
+
+    ``p`` in [0, 1] and ``k`` a whole number >= 0 (``k = 0`` gives 0); concrete inputs outside
+    raise ValueError, except that ``p`` may overshoot [0, 1] by float32 rounding (1e-6, e.g. a
+    sum of probabilities); ``p`` is then clipped to [0, 1], as traced ``p`` always is.
+    """
+    check_number(p, "p", "in [0, 1]", lambda v: (v >= -_P_SLACK) & (v <= 1 + _P_SLACK))
+    check_number(k, "k", ">= 0", lambda v: v >= 0, integer=True)
     p = jnp.asarray(p)
     k = jnp.asarray(k)
     # k = 0 draws never succeed; the guard also avoids 0 * log(0) at p = 1
@@ -64,7 +114,15 @@ def pass_at_k_exact(p, k):
 
 
 def entropy(logits, axis=-1):
-    """Entropy ``-sum p log p`` of softmax(logits) along ``axis`` (0 log 0 = 0)."""
+    """Entropy ``-sum p log p`` of softmax(logits) along ``axis`` (0 log 0 = 0).
+
+    ``-inf`` logits mask tokens; NaN, ``+inf`` and all ``-inf`` rows are rejected (concrete).
+    """
+    _check_logits(logits, axis)
+    return _entropy(logits, axis)
+
+
+def _entropy(logits, axis=-1):
     logp = jax.nn.log_softmax(logits, axis=axis)
     p = jnp.exp(logp)
     # zero log p (not p log p) where p = 0: the product's gradient then stays finite for
@@ -74,8 +132,10 @@ def entropy(logits, axis=-1):
 
 def mean_token_entropy(logits, mask=None):
     """Mean entropy over valid positions: ``logits [..., V]``, ``mask`` ``logits.shape[:-1]``."""
-    h = entropy(logits)
-    m = jnp.ones(h.shape, bool) if mask is None else jnp.asarray(mask, bool)
+    m = None if mask is None else jnp.asarray(mask, bool)
+    _check_logits(logits, -1, m)   # padded rows may hold anything
+    h = _entropy(logits)
+    m = jnp.ones(h.shape, bool) if m is None else m
     mf = m.astype(h.dtype)
     # where, not h * mask: a NaN entropy at a padded position (an all -inf row) must stay out
     return jnp.where(m, h, 0.0).sum() / jnp.maximum(mf.sum(), 1)
@@ -83,5 +143,6 @@ def mean_token_entropy(logits, mask=None):
 
 def correct_mass(logits, correct):
     """Probability mass that softmax(logits) puts on the boolean ``correct`` set, per row."""
+    _check_logits(logits)
     p = jax.nn.softmax(logits, axis=-1)
     return jnp.sum(jnp.where(correct, p, 0.0), axis=-1)

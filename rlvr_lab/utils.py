@@ -1,8 +1,28 @@
-"""Small shared helpers."""
+"""Small shared helpers, and the input checks of the numeric API.
+
+Input checks (:func:`check_finite`, :func:`check_number`, :func:`check_unit_interval`) raise a
+one-line ``ValueError`` naming the first bad entry and what is allowed. They need concrete
+values, so their behaviour depends on how a function is called:
+
+- **eager** (concrete arrays, Python numbers): every check runs;
+- **under** ``jit`` / ``vmap`` / ``grad`` (traced values): the checks of *values* are no-ops,
+  so a NaN reward propagates as in any JAX function (shape and option-name checks still run:
+  they are static). This keeps the jitted trainers free of host synchronisation;
+- **under** :func:`checked`: the same checks are staged with ``jax.experimental.checkify``
+  and a failure raises the same kind of one-line ``ValueError`` after the jitted call.
+"""
 from __future__ import annotations
 
+import contextvars
+import functools
+
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
+
+# True while :func:`checked` traces a function: traced checks become checkify.check
+_TRACED_CHECKS = contextvars.ContextVar("rlvr_lab_traced_checks", default=False)
 
 
 def enable_x64():
@@ -13,15 +33,140 @@ def enable_x64():
     return legacy()
 
 
+def is_traced(*values) -> bool:
+    """Whether any of ``values`` is a JAX tracer (inside jit, vmap, grad, scan ...)."""
+    return any(isinstance(v, jax.core.Tracer) for v in values)
+
+
+def _first(v: np.ndarray, bad: np.ndarray) -> str:
+    """``value`` or ``value at index (i, j)`` of the first bad entry."""
+    i = int(np.flatnonzero(bad.ravel())[0])
+    value = v.ravel()[i].item()
+    if v.ndim == 0:
+        return f"{value!r}"
+    return f"{value!r} at index {tuple(int(j) for j in np.unravel_index(i, v.shape))}"
+
+
+def _staged(ok, message: str, value) -> None:
+    """``checkify.check(all(ok))`` while :func:`checked` traces; otherwise nothing."""
+    if _TRACED_CHECKS.get():
+        flat_ok = jnp.ravel(ok)
+        first = jnp.ravel(jnp.broadcast_to(value, jnp.shape(ok)))[jnp.argmin(flat_ok)]
+        checkify.check(jnp.all(flat_ok), message + " (first bad value {bad})", bad=first)
+
+
+def check_finite(x, what: str, where=None) -> None:
+    """One-line ValueError unless every entry of ``x`` (where ``where`` is True) is finite.
+
+    ``where`` (broadcast against ``x``) exempts padding: masked entries may hold anything.
+    Traced values are not checked (see the module docstring; :func:`checked` stages the check).
+    """
+    if is_traced(x, where):
+        x = jnp.asarray(x)
+        ok = jnp.isfinite(x)
+        if where is not None:
+            ok = ok | ~jnp.asarray(where, bool)
+        _staged(ok, f"{what} must be finite (NaN and +-inf are not allowed)", x)
+        return
+    v = np.asarray(x)
+    if v.dtype == object or not (np.issubdtype(v.dtype, np.number) or v.dtype == bool):
+        raise ValueError(f"{what} must be numeric; got dtype {v.dtype}")
+    if not np.issubdtype(v.dtype, np.inexact):
+        return
+    bad = ~np.isfinite(v)
+    if where is not None:
+        bad = bad & np.broadcast_to(np.asarray(where, bool), v.shape)
+    if bad.any():
+        raise ValueError(f"{what}={_first(v, bad)} is not allowed; it must be finite (no NaN "
+                         f"or +-inf{'' if where is None else '; masked entries are ignored'})")
+
+
+def check_number(value, what: str, allowed: str = "", ok=None, *, integer: bool = False,
+                 optional: bool = False) -> None:
+    """One-line ValueError unless every entry of ``value`` is a finite real number (a whole
+    number when ``integer``) with ``ok(entries)`` True; ``allowed`` describes ``ok``.
+
+    Booleans are not numbers here (``eps=True`` is rejected). ``ok`` gets a float64 NumPy
+    array. ``optional`` lets ``None`` pass. Traced values pass (see the module docstring).
+    """
+    if value is None and optional:
+        return
+    kind = "an integer" if integer else "a finite number"
+    rule = f"{kind}{' ' + allowed if allowed else ''}"
+    if is_traced(value):
+        x = jnp.asarray(value)
+        good = jnp.isfinite(x.astype(jnp.result_type(float)))
+        if integer:
+            good = good & (jnp.floor(x) == x)
+        if ok is not None:
+            good = good & ok(x)
+        _staged(good, f"{what} must be {rule}", x)
+        return
+    v = np.asarray(value)
+    if v.dtype == bool or isinstance(value, bool) or not np.issubdtype(v.dtype, np.number) \
+            or np.iscomplexobj(v):
+        raise ValueError(f"{what}={_short(value)} is not allowed; it must be {rule}")
+    if v.size == 0:
+        raise ValueError(f"{what} is empty; it must be {rule}")
+    f = v.astype(np.float64)
+    good = np.isfinite(f)
+    if integer:
+        good &= np.floor(np.where(good, f, 0)) == np.where(good, f, 0)
+    if ok is not None:
+        with np.errstate(invalid="ignore"):
+            good &= np.asarray(ok(np.where(good, f, 0.0)), bool)
+    if not good.all():
+        raise ValueError(f"{what}={_first(v, ~good)} is not allowed; it must be {rule}")
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def check_unit_interval(value, what: str) -> None:
     """One-line ValueError naming the first entry of ``value`` outside [0, 1] (NaN included).
 
-    Traced values cannot be checked and pass through.
+    Traced values cannot be checked and pass through (see the module docstring).
     """
-    if isinstance(value, jax.core.Tracer):
+    if is_traced(value):
+        x = jnp.asarray(value)
+        _staged((x >= 0) & (x <= 1), f"{what} must lie in [0, 1]", x)
         return
     v = np.asarray(value, dtype=float)
     bad = ~((v >= 0) & (v <= 1))
     if np.any(bad):
         raise ValueError(f"{what}={v.ravel()[np.flatnonzero(bad.ravel())[0]]} is not allowed; "
                          f"it must lie in [0, 1]")
+
+
+def checked(fn):
+    """``fn`` jitted with its input checks staged by ``jax.experimental.checkify``.
+
+    ``checked(advantages.grpo)(rewards)`` runs ``grpo`` under ``jit`` and raises the one-line
+    ``ValueError`` of the eager check when an input fails (e.g. a NaN reward), which plain
+    ``jax.jit(advantages.grpo)`` would let through as NaN advantages. Positional arguments are
+    arrays (traced); keyword arguments are static options (hashable, one compilation each).
+    Only checks written with this module's helpers are staged; the cost is one reduction per
+    checked input and a host read of the error after each call. ``fn`` must not already be
+    wrapped in ``jax.jit`` (its cached trace would have no checks).
+    """
+    compiled: dict = {}
+
+    def run(*args, **options):
+        key = tuple(sorted(options.items()))
+        if key not in compiled:
+            def traced(*a):
+                token = _TRACED_CHECKS.set(True)
+                try:
+                    return fn(*a, **options)
+                finally:
+                    _TRACED_CHECKS.reset(token)
+            compiled[key] = jax.jit(checkify.checkify(traced, errors=checkify.user_checks))
+        err, out = compiled[key](*args)
+        message = err.get()
+        if message is not None:
+            raise ValueError(message.splitlines()[0].replace(" (`check` failed)", ""))
+        return out
+
+    return functools.wraps(fn)(run)

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_lab._registry import check_choice, positive_int
+from rlvr_lab.utils import check_number
 
 REWARDS = ("binary", "format", "levels")
 
@@ -50,18 +51,21 @@ class PromptBankConfig:
         if self.num_correct >= self.vocab_size:
             raise ValueError(f"num_correct={self.num_correct} must be < "
                              f"vocab_size={self.vocab_size}")
+        # finite numbers (booleans rejected), one line naming the value and the range
         for name in ("difficulty_a", "difficulty_b"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
-        if not self.logit_scale >= 0:
-            raise ValueError(f"logit_scale={self.logit_scale!r} must be >= 0")
+            check_number(getattr(self, name), name, "> 0", lambda v: v > 0)
+        check_number(self.logit_scale, "logit_scale", ">= 0", lambda v: v >= 0)
         check_choice("reward", self.reward, REWARDS)
-        if not 0 <= self.format_fraction <= 1:
-            raise ValueError(f"format_fraction={self.format_fraction!r} must be in [0, 1]")
-        if not 0 < self.min_p0 < 0.5:
-            raise ValueError(f"min_p0={self.min_p0!r} must be in (0, 0.5)")
-        if len(self.wrong_levels) < 1:
-            raise ValueError("wrong_levels must hold at least one reward value")
+        check_number(self.correct_reward, "correct_reward")
+        check_number(self.format_reward, "format_reward")
+        check_number(self.format_fraction, "format_fraction", "in [0, 1]",
+                     lambda v: (v >= 0) & (v <= 1))
+        check_number(self.min_p0, "min_p0", "in (0, 0.5)", lambda v: (v > 0) & (v < 0.5))
+        if not isinstance(self.wrong_levels, (tuple, list)) or len(self.wrong_levels) < 1:
+            raise ValueError(f"wrong_levels={self.wrong_levels!r} must be a tuple holding at "
+                             "least one reward value")
+        check_number(list(self.wrong_levels), "wrong_levels")
+        check_number(self.seed, "seed", ">= 0", lambda v: v >= 0, integer=True)
 
 
 class PromptBank(NamedTuple):

@@ -52,8 +52,21 @@ def task_module(name: str):
 
 
 def generate(name: str, rng: np.random.Generator, n: int, difficulties) -> list[Problem]:
-    """``n`` problems of task ``name`` with difficulties drawn uniformly from ``difficulties``."""
-    return task_module(name).generate(rng, n, tuple(difficulties))
+    """``n`` problems of task ``name`` with difficulties drawn uniformly from ``difficulties``.
+
+    ``n`` is an integer >= 0 and ``difficulties`` a non-empty sequence of integers (the task
+    checks their range); anything else is a one-line ValueError.
+    """
+    module = task_module(name)
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"n={n!r} is not allowed; it must be an integer >= 0")
+    difficulties = tuple(np.atleast_1d(difficulties).tolist()) \
+        if isinstance(difficulties, np.ndarray) else tuple(difficulties)
+    if not difficulties or any(isinstance(d, bool) or not isinstance(d, (int, np.integer))
+                               for d in difficulties):
+        raise ValueError(f"difficulties={difficulties!r} is not allowed; it must be a non-empty "
+                         "sequence of integers")
+    return module.generate(rng, n, difficulties)
 
 
 def flawed_solution(problem: Problem) -> str:

@@ -64,6 +64,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rlvr_lab._registry import positive_int
+from rlvr_lab.utils import check_number
 
 NAV, FORM, PURCHASE = 0, 1, 2
 REACH_TASK, FORM_TASK = 0, 1
@@ -103,9 +104,7 @@ class SiteConfig:
         if self.num_reach_tasks + self.num_form_tasks < 1:
             raise ValueError("num_reach_tasks + num_form_tasks must be >= 1")
         for name in ("flaky_frac", "load_fail_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name}={value!r} must be in [0, 1]")
+            check_number(getattr(self, name), name, "in [0, 1]", lambda v: (v >= 0) & (v <= 1))
 
     @property
     def num_tasks(self) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 from typing import Any, Callable
 
@@ -219,6 +220,17 @@ def positive_ints(name, value):
         positive_int(f"{name} entry", v)
 
 
+def integers(minimum: int):
+    """A non-empty tuple or list of integers >= ``minimum`` (bools and 1.5 are not)."""
+    def run(name, value):
+        if not isinstance(value, (tuple, list)) or not value:
+            raise ValueError(f"{name}={value!r} is not allowed; it must be a non-empty tuple "
+                             f"of integers >= {minimum}")
+        for v in value:
+            _integer(f"{name} entry", v, minimum)
+    return run
+
+
 def instance_of(*types):
     def run(name, value):
         if not isinstance(value, types):
@@ -228,10 +240,102 @@ def instance_of(*types):
 
 
 def validate(obj) -> None:
-    """Run every field's declared checks (in field order)."""
+    """Run every field's declared checks (in field order), then the option checks of
+    :func:`check_options`."""
     for f in dataclasses.fields(obj):
         for check in f.metadata.get("checks", ()):
             check(f.name, getattr(obj, f.name))
+    check_options(obj)
+
+
+def check_fields(obj, table: dict) -> None:
+    """Run ``table[field](field, value)`` for a dataclass not built with :func:`rl_config`."""
+    for name, check in table.items():
+        check(name, getattr(obj, name))
+
+
+# checks of rlvr_lab.train.sft.SFTConfig (the task and the architecture are checked there)
+SFT_CHECKS: dict[str, Callable] = {
+    "difficulties": integers(1), "d_model": positive_int, "n_layers": positive_int,
+    "n_heads": positive_int, "steps": positive_int, "batch_size": positive_int,
+    "learning_rate": positive, "warmup_steps": non_negative_int, "weight_decay": non_negative,
+    "num_train": positive_int, "num_heldout": positive_int, "gen_slack": non_negative_int,
+    "seed": non_negative_int, "flawed_fraction": unit_interval,
+}
+
+
+# ----------------------------------------------------------------------------- option checks
+def check_options(obj) -> None:
+    """``advantage_options`` and ``rollout_options`` against what the chosen estimator and
+    rollout stage accept, for a config that has those fields.
+
+    Names: an estimator's keyword parameters after ``rewards, mask``
+    (:func:`rlvr_lab.advantages.options`); a stage's keyword parameters of ``init`` and
+    ``sample`` after their positional ``(sampler, shape)`` / ``(key, sampler, shape, state)``
+    (a stage reads its options through named parameters; ``**options`` alone declares none).
+    Values of estimator options: one call of the estimator on a 1 x 2 batch, which runs its
+    own checks (e.g. ``eps >= 0``, ``scale`` a known choice). Stage values are checked by the
+    stage when the trainer is built.
+    """
+    names = {f.name for f in dataclasses.fields(obj)}
+    if {"advantage", "advantage_options"} <= names and obj.advantage_options:
+        _check_estimator_options(obj.advantage, obj.advantage_options)
+    if {"rollout", "rollout_options"} <= names and obj.rollout_options:
+        _check_stage_options(obj.rollout, obj.rollout_options)
+
+
+def _check_estimator_options(advantage, options: tuple) -> None:
+    from rlvr_lab import advantages  # here: advantages is not needed to import this module
+
+    advantages.check_options(advantage, dict(options))
+    try:
+        hash(advantage), hash(options)
+    except TypeError:
+        _dry_run_estimator(advantage, options)
+    else:
+        _dry_run_estimator_cached(advantage, options)
+
+
+def _dry_run_estimator(advantage, options: tuple) -> None:
+    from rlvr_lab import advantages
+
+    try:
+        advantages.compute(advantage, np.array([[0.0, 1.0]], np.float32), **dict(options))
+    except ValueError as err:
+        raise ValueError(f"advantage_options: {err}") from None
+
+
+_dry_run_estimator_cached = functools.lru_cache(maxsize=256)(_dry_run_estimator)
+
+
+def stage_options(stage) -> tuple[str, ...] | None:
+    """Option names a rollout stage (a registered name or a ``RolloutStage``) declares; None
+    when it cannot be inspected (then any option passes)."""
+    if isinstance(stage, str):
+        stage = _registry.category("stage").get(stage)
+    out: list[str] = []
+    for attr, skip in (("init", 2), ("sample", 4)):
+        fn = getattr(stage, attr, None)
+        if fn is None:
+            return None
+        try:
+            params = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            return None
+        out += [p.name for p in params[skip:]
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in out]
+    return tuple(out)
+
+
+def _check_stage_options(stage, options: tuple) -> None:
+    allowed = stage_options(stage)
+    if allowed is None:
+        return
+    for name, _ in options:
+        if name not in allowed:
+            label = stage if isinstance(stage, str) else type(stage).__name__
+            raise ValueError(f"unknown rollout option {name!r} for stage {label!r}; valid: "
+                             f"{', '.join(allowed) or 'none (it takes no options)'}")
 
 
 # ----------------------------------------------------------------------------- decorator
