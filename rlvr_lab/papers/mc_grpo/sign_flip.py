@@ -17,6 +17,11 @@ Baselines (the ``baseline`` argument):
   (first index whose reward equals ``b``) is excluded and the average is over the other ``g``
   rollouts. Rollouts tied with the median but not the pivot keep ``A = 0`` and count as
   zeroings when their true advantage is non-zero.
+* ``"mean_drop_min"``: the compute-matched baseline of the MC-GRPO code: ``g + 1`` rollouts,
+  ``b`` = their mean, and the rollout with the smallest ``|r|`` (the first in the group) is
+  excluded; the average is over the other ``g``. When two levels tie in ``|r|`` (``-v`` and
+  ``v``) the dropped rollout is from either with probability proportional to its count (the
+  first position is exchangeable).
 
 References (``reference=``): ``"mean"`` (population mean, default), ``"median"`` (population
 lower median: the smallest value with CDF >= 1/2), ``"group_mean"`` (the mean of an
@@ -51,8 +56,9 @@ from scipy import special, stats
 
 from rlvr_lab import advantages
 from rlvr_lab._registry import check_choice
+from rlvr_lab.papers.mc_grpo import estimators
 
-BASELINES = ("mean", "median")
+BASELINES = ("mean", "median", "mean_drop_min")
 REFERENCES = ("mean", "median", "group_mean")
 MAX_COUNT_VECTORS = 2_000_000
 _REL_TOL = 1e-12  # ties of a group mean with a level are decided up to float64 rounding
@@ -177,6 +183,15 @@ def flip_statistics(values, probs, g, *, baseline: str = "mean", reference="mean
     if baseline == "mean":
         b = counts @ values / n
         share = counts / g
+    elif baseline == "mean_drop_min":
+        b = counts @ values / n
+        mag = np.abs(values)
+        present = counts > 0
+        smallest = np.where(present, mag[None, :], np.inf).min(-1, keepdims=True)
+        tied = present & (mag[None, :] == smallest)
+        tied_counts = np.where(tied, counts, 0)
+        dropped = tied_counts / tied_counts.sum(-1, keepdims=True)   # expected removal
+        share = (counts - dropped) / g
     else:
         k = (n - 1) // 2  # lower median = sorted position k (0-based)
         med = np.argmax(np.cumsum(counts, axis=-1) > k, axis=-1)
@@ -304,19 +319,23 @@ def _mc_group_fn(sample, width: int, random_ref: bool, reference_g: int):
     One group of ``width`` rewards is drawn per key; for each group size ``n`` (traced) its
     first ``n`` entries are the group, so all sizes reuse one compiled function and share the
     draws (common random numbers across G; each cell's CI is still valid on its own). The
-    baseline is a traced flag too, so one sampler costs one compilation.
+    baseline is a traced code too (0 mean, 1 median, 2 mean_drop_min), so one sampler costs
+    one compilation.
     Returns ``[groups, len(ns), len(refs)]`` arrays.
     """
 
-    def shares(r, ref, n, median):
+    def shares(r, ref, n, code):
         valid = jnp.arange(width)[None, :] < n
         # mean: grpo(scale="none") without its "lone rollout -> 0" rule, which agrees anyway
-        # (a group of one is its own mean); median: the library's MC-GRPO estimator
+        # (a group of one is its own mean); median: the library's MC-GRPO estimator;
+        # mean_drop_min: the same mean, the study's drop-the-smallest-|r| keep mask
         mean_adv = r - jnp.sum(jnp.where(valid, r, 0), -1, keepdims=True) / n
         med_adv, med_keep = advantages.mc_grpo(r, valid, scale="none")
+        median = code == 1
         adv = jnp.where(median, med_adv, mean_adv)
-        keep = jnp.where(median, med_keep, valid)
-        g = jnp.where(median, n - 1, n)
+        keep = jnp.where(median, med_keep,
+                         jnp.where(code == 2, estimators.drop_min_abs_keep(r, valid), valid))
+        g = jnp.where(code == 0, n, n - 1)
 
         def per_ref(rf):
             true = r - rf
@@ -326,12 +345,12 @@ def _mc_group_fn(sample, width: int, random_ref: bool, reference_g: int):
 
         return jax.vmap(per_ref)(ref)
 
-    def one_group(key, refs, ns, median):
+    def one_group(key, refs, ns, code):
         k_group, k_ref = jax.random.split(key)
         r = sample(k_group, (1, width))
         if random_ref:
             refs = jnp.mean(sample(k_ref, (reference_g,)))[None]
-        return jax.vmap(shares, in_axes=(None, None, 0, None))(r, refs, ns, median)
+        return jax.vmap(shares, in_axes=(None, None, 0, None))(r, refs, ns, code)
 
     return jax.jit(jax.vmap(one_group, in_axes=(0, None, None, None)))
 
@@ -376,7 +395,7 @@ def monte_carlo_sweep(key, sample: Callable, gs, *, baseline: str = "mean", refe
     keys = jax.random.split(key, int(num_groups))
     ref_arr = jnp.zeros(1) if random_ref else jnp.asarray(refs)
     flips, zeros = (np.asarray(x, np.float64) for x in fn(keys, ref_arr, jnp.asarray(ns),
-                                                           jnp.asarray(baseline == "median")))
+                                                           jnp.asarray(BASELINES.index(baseline))))
     z = stats.norm.ppf(0.5 + level / 2) / math.sqrt(num_groups)
     return {"flip": flips.mean(0), "flip_half_width": z * flips.std(0, ddof=1),
             "zero": zeros.mean(0), "zero_half_width": z * zeros.std(0, ddof=1)}
