@@ -24,12 +24,24 @@ the target (the entropy measured at the first step), after every step::
 so ``H_t = H*`` is a fixed point, lower entropy raises T and higher entropy lowers it. In the
 last ``annealing_ratio`` (40%) of training the target decays by a half cosine from ``H*_0`` to
 ``annealing_factor H*_0`` (0.9).
+
+Length penalty (the authors' README, "not mentioned in the paper"; ``apply_length_penalty``
+in their trainer). For the easiest prompts (rank <= ``penalty_threshold``, 0.1 in the README)
+every correct rollout's reward becomes ``r - b`` with ``b = mu l / (1 + mu l)``, ``l`` its
+length in tokens (``mu = 0.001`` for responses of thousands of tokens): shorter correct
+answers earn more. README: at threshold 0.1, accuracy comparable to no penalty with ~40%
+shorter responses. Note that with the group-normalised GRPO advantage the penalty changes
+nothing in a group whose correct answers all have the same length (``{1-b, 0}`` normalises
+to the same advantages as ``{1, 0}``): only a length spread among correct answers is acted on.
 """
 from __future__ import annotations
 
+import functools
 import math
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rlvr_lab.train.budget import _check_budget, _static_int
 
@@ -131,3 +143,58 @@ def e3_target_entropy(step, initial_target, total_steps: int, *, annealing_ratio
     progress = jnp.clip((jnp.asarray(step) - start) / span, 0.0, 1.0)
     decay = (1.0 - annealing_factor) * 0.5 * (1.0 + jnp.cos(jnp.pi * progress)) + annealing_factor
     return initial_target * decay
+
+
+# ----------------------------------------------------------------------------- length penalty
+def length_penalty(length, coeff):
+    """E3's length bias ``b = mu l / (1 + mu l)`` of a response of ``l`` tokens (``mu`` =
+    ``coeff`` >= 0; 0 at l = 0 or mu = 0, rising to 1 for long responses)."""
+    x = jnp.asarray(coeff) * jnp.asarray(length)
+    return x / (1.0 + x)
+
+
+def apply_length_penalty(rewards, lengths, rank, coeff, threshold):
+    """E3's length control (the authors' ``apply_length_penalty``): on easy prompts, subtract
+    :func:`length_penalty` from the reward of every correct rollout, so a shorter correct
+    answer earns more.
+
+    ``rewards``/``lengths`` ``[B, n]``; ``rank`` ``[B]`` the prompt's difficulty rank (0 =
+    easiest; :data:`UNSEEN` for prompts without statistics). As in the code, a rollout is
+    correct when its reward is non-zero, an unseen prompt counts as rank 1, and the penalty
+    applies where ``rank <= threshold`` (``threshold`` 0.1: the easiest tenth of the prompts).
+    ``coeff = 0`` returns ``rewards`` unchanged. Jittable; all arguments may be traced.
+    """
+    rewards = jnp.asarray(rewards)
+    rank = jnp.asarray(rank, rewards.dtype)
+    rank = jnp.where(rank == UNSEEN, 1.0, rank)
+    easy = (rank <= threshold)[:, None] & (rewards != 0)
+    penalty = length_penalty(lengths, coeff).astype(rewards.dtype)
+    return jnp.where(easy, rewards - penalty, rewards)
+
+
+def expected_all_incorrect(key, p, batch_size: int, ranges, draws: int, n: int = 8):
+    """At a fixed policy with success probabilities ``p`` ``[K]``: for each ``(n_min,
+    n_max)`` of ``ranges``, the expected fraction of all-incorrect groups ``mean_i (1 -
+    p_i)^{n_i}`` under E3's allocation of ``n B`` rollouts (ranks from ``p``, capped), averaged
+    over the same ``draws`` random batches of ``batch_size`` distinct prompts, and the share of
+    prompts given more than ``n_max - 4`` rollouts (where a cap 4 lower would have bound).
+    Returns two float64 arrays ``[len(ranges)]`` (one compilation per batch size)."""
+    ranges = jnp.asarray(ranges, jnp.float32).reshape(-1, 2)
+    frac, over = _expected_all_incorrect(key, jnp.asarray(p, jnp.float32), ranges,
+                                         int(batch_size), int(draws), int(n))
+    return np.asarray(frac, np.float64), np.asarray(over, np.float64)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5))
+def _expected_all_incorrect(key, p, ranges, batch_size, draws, n):
+    rank = e3_ranks(p)
+    idx = jax.vmap(lambda k: jax.random.choice(k, p.shape[0], (batch_size,), replace=False))(
+        jax.random.split(key, draws))                                   # [D, B]
+
+    def one(lo_hi):
+        counts = jax.vmap(lambda i: e3_counts(rank[i], n * batch_size, lo_hi[0], lo_hi[1],
+                                              cap_at_max=True))(idx)    # [D, B]
+        return (jnp.mean((1.0 - p[idx]) ** counts),
+                jnp.mean((counts > lo_hi[1] - 4).astype(jnp.float32)))
+
+    return jax.vmap(one)(ranges)

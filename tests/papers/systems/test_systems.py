@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from rlvr_lab.papers.systems import agents, echo
 from rlvr_lab.papers.systems.engine import DONE, Engine, EngineConfig, TrainerConfig
 from rlvr_lab.papers.systems.lengths import Empirical, HeavyTailMix, LogNormal, as_rng, constant
-from rlvr_lab.papers.systems.policies import Workload, areal_admits, run_async, run_partial, run_sync
+from rlvr_lab.papers.systems.policies import (Workload, areal_admits, run_async, run_partial,
+                                              run_sync)
 
 NO_CTX = dict(tau2=0.0, prefill_per_token=0.0)
 
