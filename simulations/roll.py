@@ -18,11 +18,15 @@ Three claims, each computed here (``rlvr_lab.papers.roll``):
   (aborted ones included) equal the scheduler's event model on the finish-everything lengths
   (:func:`rlvr_lab.papers.roll.scheduler.schedule`), for every response of every round, with
   and without the reward scored during the next chunk (``overlap``).
-- ``roll_device_mappings_identical`` (small model, 4 fake CPU devices in a subprocess): the
-  colocated mapping and disaggregated ones (generation on some devices, scoring and update on
-  the others, weights transferred every step) train the same steps from one key; sampled
-  tokens must be identical and every metric within 1e-5 and every parameter within 5% of a
-  learning-rate step of the first mapping's (float noise of sums split over devices).
+- ``roll_device_mappings_identical`` (small model, 4 fake CPU devices in a subprocess started
+  first, so that it runs alongside): the colocated mapping and disaggregated ones (generation
+  on some devices, scoring and update on the others, weights transferred every step) train
+  the same steps from one key; sampled tokens must be identical and every metric within 1e-5
+  and every parameter within 5% of a learning-rate step of the first mapping's (float noise of
+  sums split over devices). Quick: 1 step, colocated on 2 devices vs 2+2, a freshly
+  initialised tiny transformer updated by a KL term towards another one (no SFT, rewards 0:
+  every stage runs, the gradient is the KL's); full: 2 steps, 2 seeds, colocated on 4 vs 2+2
+  vs 1+3, GRPO from the search base.
 - ``roll_colocation_crossover`` (simulator): step time of colocated vs disaggregated mappings
   vs number of GPUs and model size (:mod:`rlvr_lab.papers.roll.simulator`). measured = the
   largest crossover device count over model sizes; passes when for every model colocated wins
@@ -114,12 +118,14 @@ def run_rollouts(rl, trainer, key, num_seeds: int, *, train: bool, progress=lamb
         keys = roll.rollout_keys(key, step, num_seeds)
         rounds = {name: d.rollout(keys, state.policy, abort=abort)
                   for name, (d, abort) in arms.items()}
-        rows += step_rows(arms, rounds, step, rl.num_prompts)
+        new = step_rows(arms, rounds, step, rl.num_prompts)
         if train:
             state, metrics = roll.learn(key, state, step, rounds["roll"])
-            for s in range(num_seeds):
-                rows[-len(arms) * num_seeds + s * len(arms)].update(
-                    train_pass1=float(metrics["pass1"][s]))
+            for row in new:
+                if row["arm"] == "roll":
+                    row.update(train_pass1=float(metrics["pass1"][row["seed"]]),
+                               loss=float(metrics["loss"][row["seed"]]))
+        rows += new
     return pd.DataFrame(rows), rounds
 
 
@@ -132,9 +138,9 @@ def savings(table: pd.DataFrame, arm: str) -> np.ndarray:
 # ----------------------------------------------------------------------------- device mapping
 def start_mapping_check(quick: bool):
     """The 4-fake-device comparison in a subprocess (started early; it runs alongside)."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-               JAX_PLATFORMS="cpu")
-    args = ["1", "1", "search", "quick"] if quick else ["2", "2", "search", "full"]
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
+    args = ["1", "1", "random", "quick"] if quick else ["2", "2", "search", "full"]
     return subprocess.Popen([sys.executable, "-m", "rlvr_lab.papers.roll.mapping", *args],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -162,6 +168,8 @@ def mapping_claim(result: dict) -> object:
     if "error" in result:
         return claim("roll_device_mappings_identical", statement, None, None, criterion,
                      reason=f"4-device subprocess failed: {result['error']}", **common)
+    what = ("a random tiny transformer, KL update (beta 0.1) towards another random one"
+            if result.get("base") == "random" else f"GRPO from the {result.get('base')} base")
     maps = result["mappings"]
     lr = result["learning_rate"]
     metric = max(m["max_metric_diff"] for m in maps.values())
@@ -173,7 +181,7 @@ def mapping_claim(result: dict) -> object:
                      f"{m['max_metric_diff']:.1e}, max param diff {m['max_param_diff']:.1e}"
                      for name, m in maps.items())
     return claim("roll_device_mappings_identical", statement, metric, passed, criterion,
-                 reason=f"{result['devices']} fake CPU devices, {result['steps']} step(s), "
+                 reason=f"{what}; {result['devices']} fake CPU devices, {result['steps']} step(s), "
                         f"{result['seeds']} seed(s), {result['rows']} rows per step, lr {lr}; "
                         f"tokens identical: {tokens}; {desc}", **common)
 
@@ -230,7 +238,9 @@ def run(ctx):
     """ROLL: dynamic sampling that aborts in-flight requests, device mappings on
     jax.sharding, and the colocated/disaggregated crossover."""
     rl = rl_config(ctx.quick)
-    sft.load_or_train(rl.base, verbose=False)        # cached for the subprocess too
+    if not ctx.quick:
+        sft.load_or_train(rl.base, verbose=False)    # the subprocess uses it (full mode)
+    # quick: the subprocess needs no SFT base (random policy, KL update): it runs alongside
     mapping_proc = start_mapping_check(ctx.quick)
     try:
         trainer = sequence.Trainer(rl)

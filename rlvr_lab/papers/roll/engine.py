@@ -200,8 +200,8 @@ class Round(NamedTuple):
 class Driver:
     """ROLL's rollout stage around a :class:`sequence.Trainer`'s pool, verifier and evaluation.
 
-    ``trainer`` may be shared with drivers whose RL configs differ only outside
-    :data:`rlvr_lab.papers.systems.partial.TRAINER_FIELDS`-like settings (loss, learning rate).
+    ``trainer`` may be shared between drivers whose RL configs agree on the data and
+    sampling settings checked below (the loss or learning rate may differ).
     """
 
     def __init__(self, config: RollConfig, base_policy=None, verbose: bool = False,

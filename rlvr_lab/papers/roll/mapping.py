@@ -183,12 +183,13 @@ class MappedTrainer:
     """:class:`sequence.Trainer`'s step with its stages placed by a :class:`DeviceMapping`.
 
     ``trainer`` supplies the problem pool, the verifier and the SFT base (its config must not
-    use ``data_parallel``, which this class replaces). Only ``rollout="uniform"`` and
-    ``rollout_correction="none"`` are supported.
+    use ``data_parallel``, which this class replaces); ``ref_policy`` replaces the base as the
+    KL reference. Only ``rollout="uniform"`` and ``rollout_correction="none"`` are supported.
     """
 
     def __init__(self, config: sequence.SequenceRLConfig, mapping: DeviceMapping, *,
-                 trainer: sequence.Trainer | None = None, base_policy=None, devices=None):
+                 trainer: sequence.Trainer | None = None, base_policy=None, ref_policy=None,
+                 devices=None):
         if config.rollout != "uniform" or config.rollout_correction != "none" \
                 or config.mask_stale or config.data_parallel:
             raise ValueError("MappedTrainer supports rollout='uniform', "
@@ -204,7 +205,8 @@ class MappedTrainer:
         base = self.trainer.base_policy
         self.gen_pool = _replicated((self.trainer.pool_prompts, self.trainer.pool_valid),
                                     self.meshes["generation"])
-        self.ref = _replicated(base, self.meshes["scoring"])
+        # the KL reference: the SFT base unless given
+        self.ref = _replicated(base if ref_policy is None else ref_policy, self.meshes["scoring"])
         gen_devices = set(mapping.generation)
         # a disaggregated mapping copies the weights to every generation device that does not
         # hold the updated replica
@@ -235,14 +237,14 @@ class MappedTrainer:
 
 
 def compare(config: sequence.SequenceRLConfig, mappings, key, *, num_seeds: int = 2,
-            steps: int = 2, base_policy=None) -> dict:
+            steps: int = 2, base_policy=None, ref_policy=None) -> dict:
     """Train ``steps`` steps under every mapping from the same key; per mapping the metrics
     ``[steps, S]``, the sampled tokens' equality with the first mapping, and the largest
     absolute differences of metrics and final parameters against the first mapping."""
     trainer = sequence.Trainer(config, base_policy=base_policy)
     results = {}
     for mp in mappings:
-        mt = MappedTrainer(config, mp, trainer=trainer)
+        mt = MappedTrainer(config, mp, trainer=trainer, ref_policy=ref_policy)
         state = mt.init_state(num_seeds)
         hist, tokens = {}, []
         for t in range(steps):
@@ -273,39 +275,66 @@ def compare(config: sequence.SequenceRLConfig, mappings, key, *, num_seeds: int 
     return summary
 
 
+def _tiny_model():
+    from rlvr_lab.train import sft
+    # single-digit sums, d_model=32 (the test suite's TINY setting); used untrained by
+    # ``main("random")``
+    return sft.SFTConfig(difficulties=(1,), d_model=32, n_layers=2, n_heads=2, steps=300,
+                         batch_size=32, learning_rate=1e-2, warmup_steps=10, num_train=400,
+                         num_heldout=32, gen_slack=1)
+
+
+TINY_MODEL = _tiny_model()
+
+
 def main(argv=None) -> int:
-    """``python -m rlvr_lab.papers.roll.mapping [steps] [seeds] [preset] [quick|full]``:
+    """``python -m rlvr_lab.papers.roll.mapping [steps] [seeds] [base] [quick|full]``:
     compare mappings on all devices (at least 2) and print one JSON line.
 
-    ``quick``: colocated on the first half of the devices vs generation there and training
-    on the other half (the generation stage compiles once for both); ``full``: colocated on
-    all devices, half/half and 1/(n-1) disaggregated.
+    ``base``: an SFT preset of :mod:`rlvr_lab.train.sft` (trained or loaded from the cache;
+    GRPO on its rewards), or ``"random"``: a freshly initialised tiny transformer
+    (:data:`TINY_MODEL`) pulled by a KL term (``beta=0.1``) towards a second random one, so
+    every stage computes without an SFT run (its rewards are 0: the update is the KL's).
+    ``quick``: colocated on the first half of the devices vs generation and scoring there and
+    the update on the other half (generation and scoring compile once for both); ``full``:
+    colocated on all devices, half/half and 1/(n-1) disaggregated (scoring with the update).
     """
     from rlvr_lab.train import sft
 
     args = sys.argv[1:] if argv is None else argv
     steps = int(args[0]) if args else 2
     seeds = int(args[1]) if len(args) > 1 else 2
-    preset = args[2] if len(args) > 2 else "search"
+    which_base = args[2] if len(args) > 2 else "search"
     which = args[3] if len(args) > 3 else "full"
     n = jax.device_count()
     if n < 2 or which not in ("quick", "full"):
         raise SystemExit(f"need >= 2 devices (got {n}) and quick|full (got {which!r})")
-    base = sft.PRESETS[preset]
+    random_base = which_base == "random"
+    base = TINY_MODEL if random_base else sft.PRESETS[which_base]
     config = sequence.SequenceRLConfig(base=base, num_prompts=6, num_generations=4,
                                        learning_rate=5e-4, warmup_steps=0, steps=steps,
-                                       eval_problems=8, eval_samples=2, num_train_problems=256)
+                                       eval_problems=8, eval_samples=2,
+                                       beta=0.1 if random_base else 0.0,
+                                       num_train_problems=64 if random_base else 256)
     half = n // 2
     if which == "quick":
-        mappings = [DeviceMapping.colocated(half), DeviceMapping.disaggregated(half, n - half)]
+        # the scoring stage stays on the generation devices (as a reference model colocated
+        # with inference): generation and scoring compile once for both mappings
+        gen, train = tuple(range(half)), tuple(range(half, n))
+        mappings = [DeviceMapping.colocated(half),
+                    DeviceMapping(gen, gen, train, f"disaggregated {half}+{n - half}")]
     else:
         mappings = [DeviceMapping.colocated(n), DeviceMapping.disaggregated(half, n - half),
                     DeviceMapping.disaggregated(1, n - 1)]
-    policy = sft.load_or_train(base, verbose=False)
+    if random_base:
+        policy = transformer.init(jax.random.key(1), base.model_config())
+        ref = transformer.init(jax.random.key(2), base.model_config())
+    else:
+        policy, ref = sft.load_or_train(base, verbose=False), None
     summary = compare(config, mappings, jax.random.key(7), num_seeds=seeds, steps=steps,
-                      base_policy=policy)
+                      base_policy=policy, ref_policy=ref)
     print(json.dumps({"devices": n, "steps": steps, "seeds": seeds,
-                      "learning_rate": config.learning_rate,
+                      "learning_rate": config.learning_rate, "base": which_base,
                       "rows": config.num_prompts * config.num_generations, "mappings": summary}))
     return 0
 

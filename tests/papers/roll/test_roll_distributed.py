@@ -12,30 +12,19 @@ import textwrap
 import numpy as np
 import pytest
 
+from roll_distributed_case import case
+
 from rlvr_lab.papers.roll import distributed as D
 
 SCRIPT = textwrap.dedent("""
     import json, sys
-    sys.path.insert(0, "tests")
+    sys.path[:0] = ["tests", "tests/papers/roll"]
     pid, port = int(sys.argv[1]), sys.argv[2]
     from rlvr_lab.papers.roll import distributed as D
-    if pid >= 0:
-        D.initialize(f"localhost:{port}", 2, pid)
-    import dataclasses
-    import jax, numpy as np
-    from small_model import RL, TINY
-    from rlvr_lab.envs.prompt_bank import PromptBankConfig
-    from rlvr_lab.train import bandit, sft
-    cfg = bandit.BanditConfig(bank=PromptBankConfig(num_prompts=8, vocab_size=6), num_steps=3,
-                              batch_size=4, num_generations=4)
-    _, m = D.bank_train_seeds(cfg, jax.random.key(0), 3)
-    rl = dataclasses.replace(RL, steps=1, eval_every=1)
-    base = sft.load_or_train(TINY, verbose=False)
-    run = D.sequence_run(rl, jax.random.key(5), 3, base_policy=base)
-    print(json.dumps({"processes": jax.process_count(), "devices": jax.device_count(),
-                      "acc": np.asarray(m["accuracy"]).tolist(),
-                      "loss": run.history["loss"].tolist(), "pass1": run.history["pass1"].tolist(),
-                      "evals": np.asarray(run.evals["pass_at"]).tolist()}))
+    D.initialize(f"localhost:{port}", 2, pid)
+    import jax
+    from roll_distributed_case import case
+    print(json.dumps(dict(case(), processes=jax.process_count(), devices=jax.device_count())))
 """)
 
 
@@ -53,20 +42,20 @@ def test_two_processes_match_one(base, cache):
     port = str(_free_port())
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, str(pid), port], cwd=root, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for pid in (0, 1, -1)]   # -1: the single-process reference, run alongside
+             for pid in (0, 1)]
     outs = []
     try:
+        one = case()           # the single-process reference, computed while they run
         for p in procs:
-            stdout, stderr = p.communicate(timeout=600)
+            stdout, stderr = p.communicate(timeout=900)
             assert p.returncode == 0, stderr[-3000:]
             outs.append(json.loads(stdout.strip().splitlines()[-1]))
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    two, two_b, one = outs
-    assert two["processes"] == two_b["processes"] == 2 and one["processes"] == 1
-    assert two["devices"] == 2
+    two, two_b = outs
+    assert two["processes"] == two_b["processes"] == 2 and two["devices"] == 2
     for name in ("acc", "loss", "pass1", "evals"):
         np.testing.assert_allclose(two[name], one[name], rtol=1e-5, atol=1e-6, err_msg=name)
         np.testing.assert_array_equal(two[name], two_b[name], err_msg=name)

@@ -29,9 +29,10 @@ FOUR_DEVICES = textwrap.dedent("""
     key = jax.random.key(11)
     ref_state, ref = trainer.train_step(key, trainer.init_state(2), 0)
     out = {}
-    # colocated on devices 0-1 vs generation on 0-1 and training on 2-3 (generation compiles
-    # once for both: the stage functions are shared jits with the mesh static)
-    for mp in (M.DeviceMapping.colocated(2), M.DeviceMapping.disaggregated(2, 2)):
+    # colocated on devices 0-1 vs generation and scoring on 0-1, the update on 2-3 (generation
+    # and scoring compile once for both: shared jits with the mesh static)
+    for mp in (M.DeviceMapping.colocated(2),
+               M.DeviceMapping((0, 1), (0, 1), (2, 3), "disaggregated 2+2")):
         mt = M.MappedTrainer(cfg, mp, trainer=trainer)
         state, m, batch = mt.train_step(key, mt.init_state(2), 0)
         params = jax.tree.leaves(state.policy)
