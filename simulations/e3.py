@@ -42,15 +42,17 @@ def temperature_figure(df):
             d = df[(df.rule == rule) & (df.metric == metric)]
             v = d.pivot(index="seed", columns="step", values="value").to_numpy()
             plotting.band(ax, np.arange(v.shape[1]), v, label=label, color=color)
-        d = df[(df.rule == rule) & (df.metric == "pass@8")]
-        v = d.pivot(index="seed", columns="step", values="value").to_numpy()
-        plotting.band(axes[2], np.arange(v.shape[1]), v, label=f"{label}: pass@8", ls="--",
-                      color=color)
+        for metric, ls, text in (("pass@8", "--", "pass@8"),
+                                 ("accuracy_at_1", ":", "accuracy at T = 1")):
+            d = df[(df.rule == rule) & (df.metric == metric)]
+            v = d.pivot(index="seed", columns="step", values="value").to_numpy()
+            plotting.band(axes[2], np.arange(v.shape[1]), v, label=f"{label}: {text}", ls=ls,
+                          color=color)
     t = df[(df.rule == "e3") & (df.metric == "target_entropy")].groupby("step").value.mean()
     axes[0].plot(t.index, t.to_numpy(), "k:", lw=1, label="target H* (cosine-annealed)")
     axes[0].set_ylabel("mean entropy of the sampling policy (nats)")
     axes[1].set_ylabel("sampling temperature T")
-    axes[2].set_ylabel("exact accuracy / pass@8 at the sampling T")
+    axes[2].set_ylabel("exact accuracy / pass@8 (sampling T unless marked)")
     for ax in axes:
         ax.set_xlabel("step")
         ax.legend(fontsize=8)
@@ -77,6 +79,8 @@ def run_e3_temperature(ctx):
     fixed_end = float(mean["fixed", "entropy"].iloc[-1] / mean["fixed", "entropy"].iloc[0])
     p8 = {r: float(mean[r, "pass@8"].iloc[-1]) for r in ("fixed", "e3")}
     acc = {r: float(mean[r, "accuracy"].iloc[-1]) for r in ("fixed", "e3")}
+    at1 = {r: (float(mean[r, "accuracy_at_1"].iloc[-1]), float(mean[r, "pass@8_at_1"].iloc[-1]))
+           for r in ("fixed", "e3")}
     return [
         claim("e3_entropy_within_band",
               "E3's temperature rule keeps the policy entropy flat (near its initial value)",
@@ -84,9 +88,13 @@ def run_e3_temperature(ctx):
               criterion="max |H_t / H*_0 − 1| over steps after the first 10% (seed mean) "
                         "≤ 0.2 (the target itself anneals to 0.9 H*_0)",
               paper=PAPER_E3, paper_value="entropy stays flat instead of collapsing",
-              reason=f"final T = {float(mean['e3', 'temperature'].iloc[-1]):.2f}; pass@8 final "
-                     f"E3 {p8['e3']:.3f} vs fixed {p8['fixed']:.3f}; accuracy at the sampling T "
-                     f"E3 {acc['e3']:.3f} vs fixed {acc['fixed']:.3f}"),
+              reason=f"a feedback controller on the entropy: within the band by construction "
+                     f"(what E3 buys is tested on the small model, e3_small). Final T = "
+                     f"{float(mean['e3', 'temperature'].iloc[-1]):.2f}; at one common T = 1: "
+                     f"accuracy E3 {at1['e3'][0]:.3f} vs fixed {at1['fixed'][0]:.3f}, pass@8 "
+                     f"{at1['e3'][1]:.3f} vs {at1['fixed'][1]:.3f}; at each rule's own sampling "
+                     f"T: accuracy {acc['e3']:.3f} vs {acc['fixed']:.3f}, pass@8 "
+                     f"{p8['e3']:.3f} vs {p8['fixed']:.3f}"),
         claim("fixed_temperature_entropy_collapses",
               "With a fixed temperature the entropy collapses during training",
               measured=fixed_end, passed=bool(fixed_end < 0.5),

@@ -117,7 +117,9 @@ def make_temperature_train(config: TemperatureConfig):
     """``train(key) -> (logits, metrics)``; metrics ``[num_steps]``: ``temperature``,
     ``entropy`` (mean over the batch of the sampling policy's entropy, the quantity the rule
     reads), ``bank_entropy`` (same over all prompts), ``target_entropy``, ``accuracy`` and
-    ``pass@k`` (exact, at the sampling temperature), ``all_incorrect_frac``."""
+    ``pass@k`` (exact, at the sampling temperature), ``accuracy_at_1`` and ``pass@k_at_1``
+    (exact, at temperature 1: one common temperature for every rule),
+    ``all_incorrect_frac``."""
     bank = prompt_bank.make_bank(config.bank)
     B, G, V = config.num_prompts, config.num_generations, config.bank.vocab_size
     opt = optax.adam(config.learning_rate)
@@ -149,10 +151,14 @@ def make_temperature_train(config: TemperatureConfig):
         new_t = e3_alloc.e3_temperature_update(temperature, h_batch, goal, V)
         new_t = temperature if config.rule == "fixed" else jnp.where(t == 0, temperature, new_t)
         _, all_w = rollout_stages.group_outcomes(batch.rewards)
+        # the same policy read at one common temperature (1), to compare rules fairly
+        p1 = rollout_stages.BankSampler(logits, bank, 1.0).success_probability()
         out = {"temperature": temperature, "entropy": h_batch,
                "bank_entropy": tabular.entropy(logits, temperature).mean(),
                "target_entropy": goal, "accuracy": p.mean(),
                f"pass@{config.pass_k}": metrics.pass_at_k_exact(p, config.pass_k).mean(),
+               "accuracy_at_1": p1.mean(),
+               f"pass@{config.pass_k}_at_1": metrics.pass_at_k_exact(p1, config.pass_k).mean(),
                "all_incorrect_frac": all_w.mean()}
         return (logits, opt_state, new_t, target), out
 
