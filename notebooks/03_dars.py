@@ -27,7 +27,7 @@
 #   mini-batches raises pass@1 and keeps entropy higher. **DARS-B** combines both.
 #
 # Every figure below comes from the same functions as `rlvr-lab run dars_theory` /
-# `dars_study` (`simulations/dars.py`). The outputs below are from quick mode
+# `dars_study` / `dars_small` (`simulations/dars.py`; arXiv:2508.13755). The outputs below are from quick mode
 # (`RLVR_LAB_QUICK=1`).
 
 # %%
@@ -213,6 +213,41 @@ pd.DataFrame(rows)[["claim", "paper_value", "measured", "verdict", "reason"]]
 # more steps. Breadth trains on several times the data per step, so per step its entropy
 # falls faster; `breadth_keeps_entropy_higher_equal_pass1` compares entropy at the same
 # pass@1 instead, which is what "keeps exploring" should mean.
+
+# %% [markdown]
+# ## 6. The tiny transformer: where prompts share parameters
+#
+# The bank cannot show the paper's two mechanisms that need shared parameters (N=32 sharpening
+# easy prompts at the expense of hard ones; breadth reducing gradient noise). `dars_small`
+# repeats the comparison on the tiny transformer of `01_small_model` (SFT base with
+# carry-dropping demonstrations, binary verifier, advantage $r -$ mean). The **headline is equal
+# budget**: DARS-ET runs $S$ steps, then GRPO N=8 runs as many steps as make its rollouts equal
+# to DARS's measured total, and the two are compared there (equal steps too). Held-out pass@k
+# comes from the unbiased estimator on held-out sums; the share of held-out problems the base
+# never solves in $k_{max}$ samples is printed — DARS can only rescue prompts that have some
+# success probability.
+
+# %%
+small_runs, small_cfgs, info = D.run_small(jax.random.key(9), QUICK, 2 if QUICK else 8)
+frame = D.small_frame(small_runs, small_cfgs)
+print(f"DARS-ET budget {info['budget']:.0f} rollouts -> GRPO N=8 runs {info['grpo_steps']} "
+      f"steps (the others {D.small_base(QUICK).steps})")
+g8 = small_runs["GRPO N=8"]
+print("held-out share the base never solves (pass@k_max = 0):",
+      round(1 - float(D.eval_at(g8, 0)[:, -1].mean()), 3))
+fig = D.small_figure(frame, small_runs, small_cfgs, window=2)
+frame[frame.k.isin([1, frame.k.max()])].groupby(["method", "k", "step"]).agg(
+    rollouts=("rollouts", "mean"), pass_at_k=("pass_at_k", "mean")).unstack("k").round(3)
+
+# %% [markdown]
+# The claims of `rlvr-lab run dars_small` read these runs with paired intervals over seeds,
+# gated on GRPO N=8's held-out gain over the SFT base (`small_dars_passk_equal_budget`,
+# `small_dars_passk_equal_steps`, `small_naive_n32_early_not_final`,
+# `small_dars_no_extra_cost_at_convergence`; full mode adds DARS-HW and breadth at equal
+# rollouts and entropy at equal pass@1). Note what DARS costs *on this machine*: the stage
+# samples every prompt's stage 2 at the fixed width $n_{max}$ and masks the unused rows, so
+# its wall time per step is that of N = $n_{max}$; the budget counts only the rollouts a real
+# engine would generate.
 
 # %% [markdown]
 # ## Exercises

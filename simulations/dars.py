@@ -1,5 +1,5 @@
-"""DARS / DARS-B (docs/papers.md): the depth bias of GRPO, difficulty-adaptive rollouts,
-breadth, and pass@k on the prompt bank.
+"""DARS / DARS-B (arXiv:2508.13755, docs/papers.md): the depth bias of GRPO,
+difficulty-adaptive rollouts, breadth, and pass@k on the prompt bank and the tiny transformer.
 
 Experiments:
 
@@ -12,12 +12,27 @@ Experiments:
   vs 4 mini-batch updates per step). Pass@1 / pass@k (exact population values
   ``1-(1-p)^k``, and the unbiased estimator from 128 samples at the end), token entropy and
   rollouts spent, at equal steps and at equal rollout budget. Claims ``naive_n32_*``,
-  ``dars_raises_passk*``, ``breadth_*``, ``dars_b_both``, ``dars_no_extra_cost``.
+  ``dars_raises_passk*``, ``breadth_*``, ``dars_b_both``, ``dars_no_extra_cost``. In the bank
+  prompts share no parameters, so the sharpening cost of N=32 and the gradient-noise side of
+  breadth cannot show there: ``dars_small`` repeats the study where they can.
+* ``dars_small`` (small model) — the tiny transformer of ``tiny_grpo`` (SFT base with
+  carry-dropping demonstrations, binary verifier), DARS's advantage ``r - mean`` for every arm:
+  GRPO N=8, GRPO N=32 and DARS-ET (N=8, n_max=32; full mode adds DARS-HW n_max=64 and breadth
+  +B: 4x the prompts per step in one full-batch update, so every rollout is used in one update
+  as in the mini-batch arm). The **headline is equal budget**: GRPO N=8 runs as many steps as
+  make its rollouts equal to DARS-ET's measured total (:func:`run_small`), and the arms are
+  compared there; equal steps is reported too. Held-out pass@k up to k=64 (quick: 8);
+  breadth at equal rollouts and token entropy at equal smoothed batch pass@1; the cost claim
+  reads DARS's rollouts per step over the last quarter of the run, with the run's plateau test
+  and the share of held-out problems the base never solves (pass@k_max = 0) stated. Gated on
+  GRPO N=8's held-out gain over the SFT base. ``DARS-B`` (DARS + breadth) is not run on the
+  small model (its padded stage shape costs 4x DARS-ET per step on CPU).
 
 The functions below are also what ``notebooks/03_dars.ipynb`` calls, so the figures agree.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -25,15 +40,18 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import allocation, metrics, plotting, theory
+from rlvr_lab import allocation, metrics, plotting, stats, theory
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.experiments import claim, experiment
 from rlvr_lab.models import tabular
+from rlvr_lab.papers.dars.small import budget_steps, smooth, value_at_level
 from rlvr_lab.papers.dars.theory import expected_cumulative_advantage_dars
-from rlvr_lab.train import bandit
+from rlvr_lab.train import bandit, sequence
+from simulations import tiny_grpo
 
 PAPER = "DARS"
+REF = "arXiv:2508.13755"
 # docs/papers.md, Qwen2.5-Math-1.5B, Avg@128 / Pass@128 (percent)
 PAPER_NUMBERS = {"GRPO": (49.6, 79.6), "DARS-ET": (50.0, 81.2), "DARS-ET-B": (52.5, 80.8),
                  "DARS-HW": (50.0, 82.1), "DARS-HW-B": (52.4, 82.2)}
@@ -132,6 +150,7 @@ def run_theory(ctx):
                   "scales; value exactly 0 at a ∈ {0,1} and > 0 inside (measured: max "
                   "|argmax − 0.5|)",
         paper=PAPER, paper_value="2N·a(1−a), peak at 0.5, 0 at a ∈ {0,1}",
+        setting="theory", paper_ref=REF,
         reason=f"expected/plug-in = {gap:.4f} = (N−1)/N for N={N_STAGE1} (no std): the "
                "plug-in overstates what a prompt receives on average")]
 
@@ -440,7 +459,7 @@ def _fmt(m, h):
 
 def _skipped(id, statement, paper_value, missing):
     return claim(id, statement, measured="", passed=None, criterion="", paper=PAPER,
-                 paper_value=paper_value,
+                 paper_value=paper_value, setting="bank", paper_ref=REF,
                  reason=f"not evaluated: this run has no {', '.join(missing)} (quick mode runs "
                         f"{', '.join(QUICK_METHODS)})")
 
@@ -465,7 +484,8 @@ def study_claims(result: dict, s: StudySettings) -> list:
         passed=(de - he > 0) and (dk - hk <= 0),
         criterion="at equal steps: early Δpass@1 CI above 0 AND final Δpass@128 CI not above 0 "
                   f"({len(e32)} seeds, 95% t-CI)",
-        paper=PAPER, paper_value="N=32 converges faster; Pass@K not higher (can be lower)",
+        paper=PAPER, setting="bank", paper_ref=REF,
+        paper_value="N=32 converges faster; Pass@K not higher (can be lower)",
         reason="" if dk - hk <= 0 else
         "in the tabular bank prompts share no parameters, so the extra successes N=32 finds on "
         "hard prompts only help them: no sharpening cost elsewhere"))
@@ -485,7 +505,8 @@ def study_claims(result: dict, s: StudySettings) -> list:
             f"{label} raises pass@128 over GRPO (N=8) at equal steps",
             measured=d, passed=d - h > 0,
             criterion=f"final pass@128 difference, 95% CI lower bound > 0 (±{h:.4f})",
-            paper=PAPER, paper_value=f"Pass@128 {P[label][1]} vs {P['GRPO'][1]}"))
+            paper=PAPER, setting="bank", paper_ref=REF,
+            paper_value=f"Pass@128 {P[label][1]} vs {P['GRPO'][1]}"))
         db, hb = diff_ci(at_budget(result, label, "pass@128", budget),
                          at_budget(result, "GRPO N=8", "pass@128", budget))
         out.append(claim(
@@ -494,7 +515,8 @@ def study_claims(result: dict, s: StudySettings) -> list:
             measured=db, passed=db - hb > 0,
             criterion=f"pass@128 difference at {budget:.0f} rollouts, CI lower bound > 0 "
                       f"(±{hb:.4f})",
-            paper=PAPER, paper_value="'no extra inference cost at convergence'",
+            paper=PAPER, setting="bank", paper_ref=REF,
+            paper_value="'no extra inference cost at convergence'",
             reason="" if db - hb > 0 else
             "per rollout, DARS's extra samples on hard prompts buy less than GRPO's "
             "additional steps over fresh batches"))
@@ -515,15 +537,17 @@ def study_claims(result: dict, s: StudySettings) -> list:
         measured="; ".join(diffs_p1), passed=ok_p1,
         criterion=f"Δpass@1 (+B minus mini-batch) CI lower bound > 0 for all {len(pairs)} "
                   "methods run with and without breadth",
-        paper=PAPER, paper_value=f"Avg@128 ET {P['DARS-ET'][0]}→{P['DARS-ET-B'][0]}, "
-                                 f"HW {P['DARS-HW'][0]}→{P['DARS-HW-B'][0]}"))
+        paper=PAPER, setting="bank", paper_ref=REF,
+        paper_value=f"Avg@128 ET {P['DARS-ET'][0]}→{P['DARS-ET-B'][0]}, "
+                    f"HW {P['DARS-HW'][0]}→{P['DARS-HW-B'][0]}"))
     out.append(claim(
         "breadth_keeps_entropy_higher",
         "breadth keeps token entropy higher (final entropy, equal steps)",
         measured="; ".join(diffs_h), passed=ok_h,
         criterion=f"Δentropy (+B minus mini-batch) CI lower bound > 0 for all {len(pairs)} "
                   "methods run with and without breadth",
-        paper=PAPER, paper_value="higher token entropy with large breadth (curves)",
+        paper=PAPER, setting="bank", paper_ref=REF,
+        paper_value="higher token entropy with large breadth (curves)",
         reason="" if ok_h else
         "breadth feeds several times the prompts per step, so the bank policy sharpens "
         "faster and entropy falls faster per step (per rollout spent it stays higher: "
@@ -543,7 +567,8 @@ def study_claims(result: dict, s: StudySettings) -> list:
         measured="; ".join(diffs_l), passed=ok_l,
         criterion=f"Δentropy (+B minus mini-batch) at pass@1 = {level:.3f}, CI lower bound > 0 "
                   f"for all {len(pairs)} methods run with and without breadth",
-        paper=PAPER, paper_value="higher token entropy with large breadth (curves)",
+        paper=PAPER, setting="bank", paper_ref=REF,
+        paper_value="higher token entropy with large breadth (curves)",
         reason="" if ok_l else
         f"at the same pass@1 the entropy with and without breadth differs by at most "
         f"{largest:.3f} nats: in the tabular bank breadth buys no measurable exploration"))
@@ -556,8 +581,9 @@ def study_claims(result: dict, s: StudySettings) -> list:
         measured=f"Δpass@1={_fmt(d1, h1)}; Δpass@128={_fmt(dk, hk)}",
         passed=(d1 - h1 > 0) and (dk - hk > 0),
         criterion="both CI lower bounds > 0",
-        paper=PAPER, paper_value=f"{P['GRPO'][0]}/{P['GRPO'][1]} → "
-                                 f"{P['DARS-HW-B'][0]}/{P['DARS-HW-B'][1]}"))
+        paper=PAPER, setting="bank", paper_ref=REF,
+        paper_value=f"{P['GRPO'][0]}/{P['GRPO'][1]} → "
+                    f"{P['DARS-HW-B'][0]}/{P['DARS-HW-B'][1]}"))
     last = max(1, s.num_steps // 10)
     ratios = []
     labels = [m for m in ("DARS-ET", "DARS-HW") if m in present]
@@ -570,7 +596,8 @@ def study_claims(result: dict, s: StudySettings) -> list:
         measured=float(max(ratios)), passed=max(ratios) <= 1.1,
         criterion=f"rollouts per step over the last {last} steps / (B·N) <= 1.1 ("
                   + ", ".join(f"{m} {r:.2f}" for m, r in zip(labels, ratios)) + ")",
-        paper=PAPER, paper_value="no extra inference cost at convergence",
+        paper=PAPER, setting="bank", paper_ref=REF,
+        paper_value="no extra inference cost at convergence",
         reason="" if max(ratios) <= 1.1 else
         "the bank's hardest prompts are still below 0.5 accuracy at the end of the run "
         "(many at stage-1 accuracy 0, which triggers the largest stage 2), so DARS keeps "
@@ -599,3 +626,266 @@ def run_study_experiment(ctx):
     ctx.save_figure(passk_figure(result, s), "dars_passk")
     ctx.save_figure(rollouts_figure(result), "dars_rollouts")
     return study_claims(result, s)
+
+
+# ============================================================================ small model
+SMALL_N_MAX = {"DARS-ET": 32, "DARS-HW": 64}
+BREADTH = 4          # the +B arm: BREADTH x the prompts per step, one full-batch update
+PLATEAU_MARGIN = 0.03   # a run has plateaued: last-segment change within +-0.03 (TOST)
+
+
+def small_base(quick: bool):
+    """``tiny_grpo``'s recipe with DARS's advantage ``r - mean`` (no std) for every arm
+    (quick: B=16, 12 steps, pass@k to k=8 on 64 held-out problems; full: B=32, 60 steps,
+    k to 64 on 64)."""
+    rl = tiny_grpo.rl_config(quick)
+    common = dict(advantage="grpo", scale_rewards="none", num_generations=N_STAGE1)
+    if quick:
+        return dataclasses.replace(rl, steps=12, num_prompts=16, eval_every=6, eval_problems=64,
+                                   eval_samples=8, **common)
+    return dataclasses.replace(rl, steps=60, num_prompts=32, eval_every=15, eval_problems=64,
+                               eval_samples=64, **common)
+
+
+def small_arm(base, name: str, steps: int | None = None):
+    """The config of one arm (``steps`` overrides the base's, e.g. GRPO at DARS's budget)."""
+    changes: dict = {} if steps is None else {"steps": steps}
+    depth = name.removesuffix(" +B")
+    if depth == "GRPO N=32":
+        changes["num_generations"] = 4 * N_STAGE1
+    elif depth in SMALL_N_MAX:
+        sched = depth.split("-")[1].lower()
+        changes.update(rollout="dars", rollout_options=(("schedule", sched),
+                                                        ("n_max", SMALL_N_MAX[depth])))
+    if name.endswith(" +B"):
+        changes.update(num_prompts=BREADTH * base.num_prompts, num_minibatches=1)
+    return dataclasses.replace(base, **changes)
+
+
+def small_rollouts(run, config) -> np.ndarray:
+    """``[steps, seeds]`` rollouts generated per step (a stage reports its spend; a uniform
+    step spends ``num_prompts * num_generations``)."""
+    if "rollouts" in run.history:
+        return np.asarray(run.history["rollouts"], np.float64)
+    steps, seeds = np.asarray(run.history["pass1"]).shape
+    return np.full((steps, seeds), float(config.num_prompts * config.num_generations))
+
+
+def eval_at(run, step: int) -> np.ndarray:
+    """Held-out pass@k ``[seeds, K]`` at the evaluation of ``step`` (must be one)."""
+    steps = list(np.asarray(run.evals["step"]))
+    if step not in steps:
+        raise ValueError(f"no evaluation at step {step}; evaluated at {steps}")
+    return np.asarray(run.evals["pass_at"])[steps.index(step)]
+
+
+def run_small(key, quick: bool, num_seeds: int, progress=None):
+    """Train the arms; GRPO N=8 runs until its rollouts equal DARS-ET's total (mean over
+    seeds), evaluated at every ``eval_every`` and at that budget. Returns ``(runs, configs,
+    info)`` with ``info`` the budget-matching numbers."""
+    base = small_base(quick)
+    names = ["DARS-ET", "GRPO N=32"] + ([] if quick else ["DARS-HW", "GRPO N=8 +B"])
+    configs = {n: small_arm(base, n) for n in names}
+    trainers = {}
+    runs = {}
+    items = progress(names, "arms") if progress is not None else names
+    base_policy = None
+    for name in items:
+        trainers[name] = sequence.Trainer(configs[name], base_policy=base_policy)
+        base_policy = trainers[name].base_policy
+        runs[name] = sequence.run(configs[name], key, num_seeds, trainer=trainers[name])
+        if name == "DARS-ET":
+            budget = float(small_rollouts(runs[name], configs[name]).sum(0).mean())
+            t8 = max(budget_steps(budget, base.num_prompts, N_STAGE1), base.steps)
+            configs["GRPO N=8"] = small_arm(base, "GRPO N=8", steps=t8)
+            trainers["GRPO N=8"] = sequence.Trainer(configs["GRPO N=8"],
+                                                    base_policy=base_policy)
+            runs["GRPO N=8"] = sequence.run(configs["GRPO N=8"], key, num_seeds,
+                                            trainer=trainers["GRPO N=8"])
+    return runs, configs, {"budget": budget, "grpo_steps": t8}
+
+
+def small_frame(runs, configs) -> pd.DataFrame:
+    rows = []
+    for name, run in runs.items():
+        spent = np.cumsum(small_rollouts(run, configs[name]), axis=0)
+        pa = np.asarray(run.evals["pass_at"])
+        for e, step in enumerate(np.asarray(run.evals["step"])):
+            for s in range(pa.shape[1]):
+                rollouts = 0.0 if step == 0 else float(spent[step - 1, s])
+                for k in (1, 2, 4, 8, 16, 32, 64):
+                    if k <= pa.shape[2]:
+                        rows.append(dict(method=name, step=int(step), seed=s, rollouts=rollouts,
+                                         k=k, pass_at_k=float(pa[e, s, k - 1])))
+    return pd.DataFrame(rows)
+
+
+def small_figure(frame: pd.DataFrame, runs, configs, window: int):
+    with plotting.house_style():
+        fig, axes = plotting.subplots(1, 3, figsize=(15, 4))
+        kmax = int(frame.k.max())
+        for name in runs:
+            color, ls = _style(name)
+            for ax, k in ((axes[0], 1), (axes[1], kmax)):
+                d = frame[(frame.method == name) & (frame.k == k)]
+                g = d.groupby("step")
+                ax.plot(g.rollouts.mean(), g.pass_at_k.mean(), color=color, ls=ls, marker="o",
+                        ms=3, label=name)
+            run = runs[name]
+            ent = smooth(np.asarray(run.history["entropy"]).T, window)
+            p1 = smooth(np.asarray(run.history["pass1"]).T, window)
+            axes[2].plot(p1.mean(0), ent.mean(0), color=color, ls=ls, label=name)
+        axes[0].set(xlabel="rollouts spent", ylabel="held-out pass@1", title="pass@1 vs budget")
+        axes[1].set(xlabel="rollouts spent", ylabel=f"held-out pass@{kmax}",
+                    title=f"pass@{kmax} vs budget")
+        axes[2].set(xlabel=f"batch pass@1 ({window}-step mean)", ylabel="token entropy (nats)",
+                    title="entropy at equal progress")
+        axes[0].legend()
+        fig.tight_layout()
+    return fig
+
+
+def _paired(a, b):
+    return stats.paired_difference(np.asarray(a, float), np.asarray(b, float))
+
+
+def _not_evaluated(id_, statement, paper_value, why):
+    return claim(id_, statement, "", None, "", paper=PAPER, paper_value=paper_value,
+                 setting="small model", paper_ref=REF, reason=f"not evaluated: {why}")
+
+
+@experiment("dars_small", paper=PAPER, claims=(
+    "small_dars_passk_equal_budget", "small_dars_passk_equal_steps",
+    "small_naive_n32_early_not_final", "small_dars_no_extra_cost_at_convergence",
+    "small_dars_hw_passk_equal_budget", "small_breadth_raises_pass1_equal_rollouts",
+    "small_breadth_entropy_higher_equal_pass1"), default_seeds=8, quick_seeds=4)
+def run_small_experiment(ctx):
+    """GRPO N=8 vs N=32 vs DARS on the tiny transformer at equal steps and equal rollouts."""
+    runs, configs, info = run_small(ctx.key(9), ctx.quick, ctx.seeds, progress=ctx.progress)
+    base = small_base(ctx.quick)
+    s, early, kmax = base.steps, base.eval_every, base.eval_samples
+    t8 = info["grpo_steps"]
+    frame = small_frame(runs, configs)
+    window = max(2, s // 8)
+    ctx.save_table(frame, "dars_small_heldout")
+    ctx.save_figure(small_figure(frame, runs, configs, window), "dars_small")
+    g8 = runs["GRPO N=8"]
+    base_pa = eval_at(g8, 0)
+    control = tiny_grpo.control(base_pa[:, 0], eval_at(g8, s)[:, 0],
+                                name=f"GRPO N=8 at step {s} vs SFT base")
+    hopeless = 1.0 - float(base_pa[:, -1].mean())
+    common = dict(paper=PAPER, setting="small model", paper_ref=REF)
+    setting = (f"{ctx.seeds} seeds, B={base.num_prompts}, {s} steps (GRPO N=8: {t8} steps = "
+               f"DARS-ET's mean budget {info['budget']:.0f} rollouts), held-out "
+               f"{base.eval_problems} problems x {kmax} samples; hopeless held-out share at the "
+               f"base (pass@{kmax} = 0) {hopeless:.3f}; {control.reason}")
+    dars_end = eval_at(runs["DARS-ET"], s)
+    at_budget = _paired(dars_end[:, -1], eval_at(g8, t8)[:, -1])
+    at_budget1 = _paired(dars_end[:, 0], eval_at(g8, t8)[:, 0])
+    at_steps = _paired(dars_end[:, -1], eval_at(g8, s)[:, -1])
+    at_steps1 = _paired(dars_end[:, 0], eval_at(g8, s)[:, 0])
+    e32 = _paired(eval_at(runs["GRPO N=32"], early)[:, 0], eval_at(g8, early)[:, 0])
+    f32 = _paired(eval_at(runs["GRPO N=32"], s)[:, -1], eval_at(g8, s)[:, -1])
+    spent = small_rollouts(runs["DARS-ET"], configs["DARS-ET"])
+    last = max(1, s // 4)
+    ratio = float(spent[-last:].mean() / (base.num_prompts * N_STAGE1))
+    first = float(spent[:last].mean() / (base.num_prompts * N_STAGE1))
+    dars_p1 = np.asarray(runs["DARS-ET"].evals["pass_at"])[:, :, 0]
+    plateau = stats.equivalence(dars_p1[-1], dars_p1[-2], PLATEAU_MARGIN)
+    P = PAPER_NUMBERS
+    claims = [
+        claim("small_dars_passk_equal_budget",
+              f"DARS-ET raises held-out pass@{kmax} over GRPO (N=8) at equal rollouts (the "
+              "headline: equal budget)",
+              at_budget.mean, at_budget.above(0),
+              f"95% t-interval of the paired difference DARS-ET (step {s}) - GRPO N=8 (step "
+              f"{t8}, the same total rollouts) of held-out pass@{kmax} lies above 0",
+              paper_value=f"Pass@128 {P['DARS-ET'][1]} vs {P['GRPO'][1]} (Qwen2.5-Math-1.5B); "
+                          "'no extra inference cost at convergence'",
+              reason=f"pass@{kmax}: {at_budget}; pass@1: {at_budget1}; {setting}", **common),
+        claim("small_dars_passk_equal_steps",
+              f"DARS-ET raises held-out pass@{kmax} over GRPO (N=8) at equal steps",
+              at_steps.mean, at_steps.above(0),
+              f"95% t-interval of the paired difference at step {s} lies above 0 (DARS spends "
+              f"{info['budget'] / (s * base.num_prompts * N_STAGE1):.2f}x GRPO's rollouts)",
+              paper_value=f"Pass@128 {P['DARS-ET'][1]} vs {P['GRPO'][1]}",
+              reason=f"pass@{kmax}: {at_steps}; pass@1: {at_steps1}; {setting}", **common),
+        claim("small_naive_n32_early_not_final",
+              "naively raising N (8 -> 32) speeds early progress but does not raise final "
+              f"pass@{kmax} (equal steps)",
+              e32.mean, e32.above(0) and not f32.above(0),
+              f"paired 95% t-intervals: held-out pass@1 N=32 - N=8 at step {early} above 0 AND "
+              f"pass@{kmax} at step {s} not above 0 (measured = the early pass@1 difference)",
+              paper_value="N=32 converges faster; Pass@K not higher (can be lower)",
+              reason=f"early pass@1 {e32}; final pass@{kmax} {f32}; {setting}", **common),
+        claim("small_dars_no_extra_cost_at_convergence",
+              "at convergence DARS spends (almost) no more rollouts than GRPO",
+              ratio, ratio <= 1.1,
+              f"DARS-ET rollouts per step over the last {last} steps / (B N) <= 1.1, read only "
+              f"from a run that has plateaued (paired TOST of DARS's held-out pass@1 change over "
+              f"its last {base.eval_every} steps, margin {PLATEAU_MARGIN}); inconclusive "
+              "otherwise",
+              paper_value="no extra inference cost at convergence",
+              verdict=None if plateau.equivalent else "inconclusive",
+              reason=("" if plateau.equivalent else "the run has not plateaued, so this is not "
+                      "'at convergence'; ")
+              + f"first {last} steps {first:.2f}x, last {last} steps {ratio:.2f}x; DARS "
+                f"held-out pass@1 change over the last {base.eval_every} steps {plateau} (90% "
+                f"interval); {setting}", **common),
+    ]
+    claims = stats.gate(claims, control)
+    if ctx.quick:
+        why = "quick mode runs GRPO N=8/N=32 and DARS-ET only"
+        claims += [
+            _not_evaluated("small_dars_hw_passk_equal_budget",
+                           "DARS-HW raises held-out pass@k over GRPO (N=8) at equal rollouts",
+                           f"Pass@128 {P['DARS-HW'][1]} vs {P['GRPO'][1]}", why),
+            _not_evaluated("small_breadth_raises_pass1_equal_rollouts",
+                           "breadth raises held-out pass@1 at equal rollouts",
+                           f"Avg@128 ET {P['DARS-ET'][0]}->{P['DARS-ET-B'][0]}", why),
+            _not_evaluated("small_breadth_entropy_higher_equal_pass1",
+                           "breadth keeps token entropy higher at equal pass@1",
+                           "higher token entropy with large breadth (curves)", why)]
+        return claims
+    hw = _paired(eval_at(runs["DARS-HW"], s)[:, -1], eval_at(g8, t8)[:, -1])
+    hw_budget = float(small_rollouts(runs["DARS-HW"], configs["DARS-HW"]).sum(0).mean())
+    sb = s // BREADTH
+    br = _paired(eval_at(runs["GRPO N=8 +B"], sb)[:, 0], eval_at(g8, s)[:, 0])
+    br_steps = _paired(eval_at(runs["GRPO N=8 +B"], s)[:, 0], eval_at(g8, s)[:, 0])
+    p1_b = smooth(np.asarray(runs["GRPO N=8 +B"].history["pass1"]).T, window)
+    p1_8 = smooth(np.asarray(g8.history["pass1"]).T, window)
+    level = 0.9 * min(p1_b[:, -1].mean(), p1_8[:, :s][:, -1].mean())
+    ent_b = value_at_level(p1_b, smooth(np.asarray(runs["GRPO N=8 +B"].history["entropy"]).T,
+                                        window), level)
+    ent_8 = value_at_level(p1_8, smooth(np.asarray(g8.history["entropy"]).T, window), level)
+    reached = np.isfinite(ent_b) & np.isfinite(ent_8)
+    ent = _paired(ent_b[reached], ent_8[reached])
+    more = [
+        claim("small_dars_hw_passk_equal_budget",
+              f"DARS-HW raises held-out pass@{kmax} over GRPO (N=8) at DARS-ET's budget",
+              hw.mean, hw.above(0),
+              f"95% t-interval of DARS-HW (step {s}) - GRPO N=8 (step {t8}) above 0",
+              paper_value=f"Pass@128 {P['DARS-HW'][1]} vs {P['GRPO'][1]}",
+              reason=f"{hw}; DARS-HW spent {hw_budget:.0f} rollouts vs DARS-ET "
+                     f"{info['budget']:.0f} (so HW is compared at ET's budget, i.e. it spent "
+                     f"{hw_budget / info['budget']:.2f}x); {setting}", **common),
+        claim("small_breadth_raises_pass1_equal_rollouts",
+              f"breadth ({BREADTH}x the prompts per step, one full-batch update) raises held-out "
+              "pass@1 at equal rollouts and equal updates per prompt",
+              br.mean, br.above(0),
+              f"paired 95% t-interval of +B at step {sb} - GRPO N=8 at step {s} (same rollouts; "
+              "every rollout in one optimizer update in both) above 0",
+              paper_value=f"Avg@128 ET {P['DARS-ET'][0]}->{P['DARS-ET-B'][0]}, HW "
+                          f"{P['DARS-HW'][0]}->{P['DARS-HW-B'][0]} (equal steps)",
+              reason=f"{br}; at equal steps ({s}, {BREADTH}x the rollouts): {br_steps}; "
+                     f"{setting}", **common),
+        claim("small_breadth_entropy_higher_equal_pass1",
+              "breadth keeps token entropy higher at equal progress",
+              ent.mean, ent.above(0),
+              f"paired 95% t-interval of token entropy (+B minus GRPO N=8) when the "
+              f"{window}-step mean batch pass@1 first reaches {level:.3f} lies above 0",
+              paper_value="higher token entropy with large breadth (curves)",
+              reason=f"{ent}; {int(reached.sum())} of {reached.size} seeds reach the level in "
+                     f"both arms; {setting}", **common),
+    ]
+    return claims + stats.gate(more, control)
