@@ -76,12 +76,12 @@ def allocation_rules(p, sigma_sq, budget, key):
     }
 
 
-def variance_table(quick: bool, key) -> tuple[pd.DataFrame, dict]:
+def variance_table(quick: bool, key, banks=tuple(BANKS)) -> tuple[pd.DataFrame, dict]:
     """Gradient variance per allocation rule and bank, analytic and Monte Carlo."""
     k = 64 if quick else 128
     draws = 300 if quick else 3000
     rows, shapes = [], {}
-    for bank_name in BANKS:
+    for bank_name in banks:
         bank = pb.make_bank(bank_config(bank_name, k))
         mom = th.bank_gradient_moments(bank.logits0, bank.correct)
         rules = allocation_rules(mom.p, mom.sigma_sq, k * GROUP, jax.random.fold_in(key, k))
@@ -127,10 +127,11 @@ def posterior_ratios(key, bank_name: str, num_prompts: int, draws: int = POSTERI
 
 
 def variance_figure(df: pd.DataFrame, shapes: dict):
-    fig, axes = plotting.subplots(1, 3, figsize=(15, 4.2))
+    banks = list(dict.fromkeys(df.bank))
+    fig, axes = plotting.subplots(1, len(banks) + 1, figsize=(5 * (len(banks) + 1), 4.2))
     rules = list(dict.fromkeys(df.rule))
     x = np.arange(len(rules))
-    for j, bank_name in enumerate(BANKS):
+    for j, bank_name in enumerate(banks):
         d = df[df.bank == bank_name].set_index("rule").loc[rules]
         ax = axes[j]
         ax.bar(x - 0.27, d.analytic_oracle, 0.27, label="analytic, oracle baseline p")
@@ -141,7 +142,7 @@ def variance_figure(df: pd.DataFrame, shapes: dict):
         ax.set_title(f"gradient variance by allocation — {bank_name} bank")
         if j == 0:
             ax.legend()
-    ax = axes[2]
+    ax = axes[-1]
     p, rules_n, _ = shapes["bimodal"]
     order = np.argsort(p)
     for rule in ("uniform", "Neyman (exact σ)", "√(p(1−p)) (CurES)", "DARS-HW (rescaled)",
@@ -174,13 +175,13 @@ def sampling_rules(batch_size: int):
     return rules
 
 
-def sampling_analysis(quick: bool) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def sampling_analysis(quick: bool, banks=tuple(BANKS)) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Mean-field accuracy curves per sampling rule, steps to target, IS efficiency."""
     k = 64 if quick else 128
     steps = 150 if quick else 300
     batch, lr = k // 4, 0.5
     curves, rows, per_prompt = [], [], {}
-    for bank_name in BANKS:
+    for bank_name in banks:
         bank = pb.make_bank(bank_config(bank_name, k))
         mom = th.bank_gradient_moments(bank.logits0, bank.correct)
         m = mom.grad_sq + mom.sigma_sq / GROUP

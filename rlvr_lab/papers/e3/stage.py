@@ -114,7 +114,7 @@ class TemperatureConfig:
 
 
 def make_temperature_train(config: TemperatureConfig):
-    """``train(key) -> (logits, metrics)``; metrics ``[num_steps]``: ``temperature``,
+    """``train(key, e3_rule=None) -> (logits, metrics)``; metrics ``[num_steps]``: ``temperature``,
     ``entropy`` (mean over the batch of the sampling policy's entropy, the quantity the rule
     reads), ``bank_entropy`` (same over all prompts), ``target_entropy``, ``accuracy`` and
     ``pass@k`` (exact, at the sampling temperature), ``accuracy_at_1`` and ``pass@k_at_1``
@@ -125,7 +125,7 @@ def make_temperature_train(config: TemperatureConfig):
     opt = optax.adam(config.learning_rate)
 
     def step(carry, inp):
-        logits, opt_state, temperature, target = carry
+        logits, opt_state, temperature, target, use_e3 = carry
         key, t = inp
         k_prompt, k_sample = jax.random.split(key)
         prompts = rollout_stages.choose_prompts(k_prompt, bank.num_prompts, B)
@@ -149,7 +149,7 @@ def make_temperature_train(config: TemperatureConfig):
                                            annealing_factor=config.annealing_factor)
                 if config.annealing else target)
         new_t = e3_alloc.e3_temperature_update(temperature, h_batch, goal, V)
-        new_t = temperature if config.rule == "fixed" else jnp.where(t == 0, temperature, new_t)
+        new_t = jnp.where(use_e3 & (t > 0), new_t, temperature)
         _, all_w = rollout_stages.group_outcomes(batch.rewards)
         # the same policy read at one common temperature (1), to compare rules fairly
         p1 = rollout_stages.BankSampler(logits, bank, 1.0).success_probability()
@@ -160,11 +160,14 @@ def make_temperature_train(config: TemperatureConfig):
                "accuracy_at_1": p1.mean(),
                f"pass@{config.pass_k}_at_1": metrics.pass_at_k_exact(p1, config.pass_k).mean(),
                "all_incorrect_frac": all_w.mean()}
-        return (logits, opt_state, new_t, target), out
+        return (logits, opt_state, new_t, target, use_e3), out
 
-    def train(key):
+    def train(key, e3_rule=None):
+        """``e3_rule`` (a bool, may be traced) overrides ``config.rule``, so both rules can
+        share one compilation."""
+        use_e3 = jnp.asarray(config.rule == "e3" if e3_rule is None else e3_rule)
         t0 = jnp.asarray(config.init_temperature, jnp.float32)
-        carry = (bank.logits0, opt.init(bank.logits0), t0, jnp.zeros((), jnp.float32))
+        carry = (bank.logits0, opt.init(bank.logits0), t0, jnp.zeros((), jnp.float32), use_e3)
         keys = jax.random.split(key, config.steps)
         (logits, *_), metrics = jax.lax.scan(step, carry, (keys, jnp.arange(config.steps)))
         return logits, metrics
