@@ -213,7 +213,7 @@ def decoupled_ppo(log_prob, prox_log_prob, behav_log_prob, advantages, mask=None
     w = jax.lax.stop_gradient(ratio(prox_log_prob, behav_log_prob))
     if behav_cap is not None:
         w = jnp.where(w > behav_cap, 0.0, w)
-    return w * ppo_clip(log_prob, prox_log_prob, advantages, epsilon=epsilon,
+    return w * ppo_clip(log_prob, prox_log_prob, advantages, mask, epsilon=epsilon,
                         epsilon_high=epsilon_high)
 
 

@@ -69,10 +69,12 @@ def check_finite(x, what: str, where=None) -> None:
         _staged(ok, f"{what} must be finite (NaN and +-inf are not allowed)", x)
         return
     v = np.asarray(x)
-    if v.dtype == object or not (np.issubdtype(v.dtype, np.number) or v.dtype == bool):
+    if v.dtype == object or not (jnp.issubdtype(v.dtype, jnp.number) or v.dtype == bool):
         raise ValueError(f"{what} must be numeric; got dtype {v.dtype}")
-    if not np.issubdtype(v.dtype, np.inexact):
+    if not jnp.issubdtype(v.dtype, jnp.inexact):
         return
+    if not np.issubdtype(v.dtype, np.inexact):   # bfloat16, float8: NumPy sees no float
+        v = v.astype(np.float32)
     bad = ~np.isfinite(v)
     if where is not None:
         bad = bad & np.broadcast_to(np.asarray(where, bool), v.shape)
@@ -103,8 +105,8 @@ def check_number(value, what: str, allowed: str = "", ok=None, *, integer: bool 
         _staged(good, f"{what} must be {rule}", x)
         return
     v = np.asarray(value)
-    if v.dtype == bool or isinstance(value, bool) or not np.issubdtype(v.dtype, np.number) \
-            or np.iscomplexobj(v):
+    if v.dtype == bool or isinstance(value, bool) or not jnp.issubdtype(v.dtype, jnp.number) \
+            or jnp.issubdtype(v.dtype, jnp.complexfloating):
         raise ValueError(f"{what}={_short(value)} is not allowed; it must be {rule}")
     if v.size == 0:
         raise ValueError(f"{what} is empty; it must be {rule}")

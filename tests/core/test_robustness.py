@@ -54,6 +54,9 @@ API_PROBES = {
                          r"rewards=nan"),
     "mc_grpo inf": (lambda: A.mc_grpo([[1.0, INF, 0.0]]), r"rewards=inf"),
     "compute nan": (lambda: A.compute("grpo", [[NAN, 1.0]]), r"rewards=nan"),
+    "grpo bfloat16 nan": (lambda: A.grpo(jnp.array([[1.0, NAN]], jnp.bfloat16)), r"rewards=nan"),
+    "ppo bfloat16 inf": (lambda: L.ppo_clip(jnp.array([[INF, 0.0]], jnp.bfloat16), Z, ONE),
+                         r"log_prob=inf"),
     # options of the estimators
     "grpo eps -1 array": (lambda: A.grpo([[1.0, 0.0]], eps=jnp.array(-1.0)), r"eps=-1.0.*>= 0"),
     "grpo eps -1": (lambda: A.grpo([[1.0, 0.0]], eps=-1), r"eps=-1 "),
@@ -283,6 +286,8 @@ def test_losses_degenerate_inputs_are_finite():
     for name in ("ppo_clip", "gspo", "cispo"):
         tok = L.get(name)(lp, np.zeros_like(lp), ONE, mask)
         assert np.isfinite(float(L.aggregate(tok, mask)))
+    tok = L.decoupled_ppo(lp, np.zeros_like(lp), np.zeros_like(lp), ONE, mask, behav_cap=2.0)
+    assert np.isfinite(float(L.aggregate(tok, mask)))
     big = np.array([[30.0, 0.0]], np.float32)
     for name in ("ppo_clip", "gspo"):
         assert np.all(np.isfinite(L.get(name)(big, Z, ONE)))
