@@ -1,0 +1,175 @@
+"""The SAR study: teacher-forced pre-training, then every post-training arm from the same base,
+per seed, with the measurements the claims need.
+
+:func:`run_study` returns a :class:`Study` of pandas tables:
+
+* ``curves``: one row per (arm, seed, step) -- Fréchet distance, support rate, pyramid
+  consistency and per-scale marginal TV of ``num_samples`` generated images, at the end of
+  pre-training (step 0 of every arm), after every post-training chunk, and at the middle of
+  pre-training (arm ``pretrain``, negative step: the positive control);
+* ``scales``: one row per (arm, seed, scale) at the end of an arm (``base`` = the pre-trained
+  model) -- teacher-forced CE, CE on the model's own one-step contexts, their difference (the
+  train-test mismatch), the per-scale gradient norm, and the exact optimum of the
+  teacher-forced CE;
+* ``timing``: wall seconds of every post-training chunk of every arm (the arms run
+  interleaved, chunk by chunk, with one compiled step, so their ratio is measured in one run
+  under the same load);
+* ``passes``: forward passes per batch of each arm, counted as they execute;
+* ``train``: per (arm, seed, step) the optimised loss and the largest gradient norm (the
+  stability record).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import jax
+import numpy as np
+import pandas as pd
+
+from rlvr_lab._registry import positive_int
+from rlvr_lab.papers.sar import data as D
+from rlvr_lab.papers.sar import evaluate as E
+from rlvr_lab.papers.sar import model as M
+from rlvr_lab.papers.sar import train as T
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """Everything static about one study. ``chunk`` steps run between two evaluations;
+    ``pretrain_steps`` and ``post_steps`` must be multiples of it, and ``pretrain_steps`` an
+    even multiple (the control evaluates the middle of pre-training)."""
+
+    law: D.LawConfig = D.LawConfig()
+    model: M.ModelConfig = M.ModelConfig()
+    train: T.TrainConfig = T.TrainConfig(batch_size=32, pretrain_steps=3000, post_steps=600,
+                                         pretrain_lr=1e-2, post_lr=1e-3)
+    arms: tuple[str, ...] = ("tf", "sar", "sar_argmax", "student", "alternating")
+    chunk: int = 100
+    num_samples: int = 2048
+    num_probe: int = 512
+    csfl_weight: float = 1.0
+    rollout_temperature: float = 1.0
+    sample_temperature: float = 1.0
+    extra: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def __post_init__(self):
+        positive_int("chunk", self.chunk)
+        positive_int("num_samples", self.num_samples)
+        positive_int("num_probe", self.num_probe)
+        if self.num_samples < 2:
+            raise ValueError(f"num_samples={self.num_samples} must be >= 2 (a covariance)")
+        tc = self.train
+        if tc.pretrain_steps % (2 * self.chunk) or tc.post_steps % self.chunk:
+            raise ValueError(f"pretrain_steps={tc.pretrain_steps} must be a multiple of "
+                             f"2*chunk={2 * self.chunk} and post_steps={tc.post_steps} of "
+                             f"chunk={self.chunk}")
+        known = T.arms()
+        bad = [a for a in self.arms if a not in known]
+        if bad or "tf" not in self.arms or len(set(self.arms)) != len(self.arms):
+            raise ValueError(f"arms={self.arms!r} must be distinct names among "
+                             f"{', '.join(map(repr, known))} including 'tf'")
+        for name in ("csfl_weight", "rollout_temperature", "sample_temperature"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise ValueError(f"{name}={v!r} must be a number >= 0")
+
+    def arm_specs(self) -> list[T.Arm]:
+        table = T.arms(self.csfl_weight, self.rollout_temperature)
+        return [table[a] for a in self.arms]
+
+    def replace(self, **changes) -> "StudyConfig":
+        return dataclasses.replace(self, **changes)
+
+
+class Study(NamedTuple):
+    curves: pd.DataFrame
+    scales: pd.DataFrame
+    timing: pd.DataFrame
+    passes: pd.DataFrame
+    train: pd.DataFrame
+
+
+def _quality_rows(probe: E.Probe, arm: str, step: int, law, law_cfg, stats) -> list[dict]:
+    samples = np.asarray(probe.samples)
+    return [{"arm": arm, "seed": s, "step": step,
+             **E.quality(samples[s], probe.classes, law, law_cfg, stats)}
+            for s in range(samples.shape[0])]
+
+
+def _scale_rows(probe: E.Probe, arm: str, stats) -> list[dict]:
+    ce_tf, ce_own = np.asarray(probe.ce_tf), np.asarray(probe.ce_own)
+    gn = np.asarray(probe.grad_norm)
+    return [{"arm": arm, "seed": s, "scale": k, "ce_tf": ce_tf[s, k], "ce_own": ce_own[s, k],
+             "mismatch": ce_own[s, k] - ce_tf[s, k], "grad_norm": gn[s, k],
+             "optimal_ce": stats.optimal_ce[k]}
+            for s in range(ce_tf.shape[0]) for k in range(ce_tf.shape[1])]
+
+
+def _train_rows(info: T.StepInfo, arm: str, t0: int) -> list[dict]:
+    loss, gn = np.asarray(info.loss), np.asarray(info.grad_norm)            # [S, steps]
+    return [{"arm": arm, "seed": s, "step": t0 + i + 1, "loss": loss[s, i],
+             "grad_norm": gn[s, i]} for s in range(loss.shape[0]) for i in range(loss.shape[1])]
+
+
+def run_study(key: jax.Array, num_seeds: int, config: StudyConfig, progress=None) -> Study:
+    """Pre-train ``num_seeds`` models (one per seed), then train every arm from its seed's base
+    for ``post_steps``, evaluating after every chunk. ``progress(iterable, desc)`` wraps the
+    loops (e.g. ``Context.progress``)."""
+    positive_int("num_seeds", num_seeds)
+    progress = progress or (lambda it, desc: it)
+    law_cfg, tc = config.law, config.train
+    law = D.enumerate_law(law_cfg)
+    stats = E.law_stats(law, law_cfg)
+    k_init, k_data, k_probe, k_count = jax.random.split(key, 4)
+    graphdef, init = T.make_init(config.model, law_cfg, tc)
+    state = init(jax.random.split(k_init, num_seeds))
+    data_keys = jax.random.split(k_data, num_seeds)
+    chunk = T.make_chunk(graphdef, law_cfg, law, tc, config.chunk)
+    probe = E.make_probe(graphdef, law_cfg, law, k_probe, config.num_samples, config.num_probe,
+                         config.sample_temperature)
+    specs = config.arm_specs()
+    tf_knobs = T.knobs(T.arms()["tf"])
+
+    curves, scale_rows, timing, train_rows = [], [], [], []
+    n_pre = tc.pretrain_steps // config.chunk
+    for i in progress(range(n_pre), "pre-training"):
+        state, info = chunk(state, data_keys, i * config.chunk, tf_knobs, tc.pretrain_lr)
+        train_rows += _train_rows(info, "pretrain", i * config.chunk)
+        if i + 1 == n_pre // 2:
+            curves += _quality_rows(probe(state.params), "pretrain",
+                                    -(tc.pretrain_steps // 2), law, law_cfg, stats)
+    base_probe = probe(state.params)
+    base_rows = _quality_rows(base_probe, "base", 0, law, law_cfg, stats)
+    curves += [{**r, "arm": "pretrain"} for r in base_rows]
+    scale_rows += _scale_rows(base_probe, "base", stats)
+    for spec in specs:
+        curves += [{**r, "arm": spec.name} for r in base_rows]
+
+    states = {spec.name: state for spec in specs}
+    t0 = tc.pretrain_steps
+    for i in progress(range(tc.post_steps // config.chunk), "post-training arms"):
+        for spec in specs:
+            start = time.perf_counter()
+            new, info = chunk(states[spec.name], data_keys, t0 + i * config.chunk,
+                              T.knobs(spec), tc.post_lr)
+            jax.block_until_ready(new)
+            timing.append({"arm": spec.name, "chunk": i, "steps": config.chunk,
+                           "seconds": time.perf_counter() - start})
+            states[spec.name] = new
+            train_rows += _train_rows(info, spec.name, t0 + i * config.chunk - tc.pretrain_steps)
+            result = probe(new.params)
+            step = (i + 1) * config.chunk
+            curves += _quality_rows(result, spec.name, step, law, law_cfg, stats)
+            if i + 1 == tc.post_steps // config.chunk:
+                scale_rows += _scale_rows(result, spec.name, stats)
+
+    one = jax.tree.map(lambda x: x[0], state.params)
+    passes = T.forward_passes(graphdef, one, law_cfg, law, specs, key=k_count)
+    return Study(curves=pd.DataFrame(curves), scales=pd.DataFrame(scale_rows),
+                 timing=pd.DataFrame(timing),
+                 passes=pd.DataFrame({"arm": list(passes), "forward_passes": list(
+                     passes.values())}),
+                 train=pd.DataFrame(train_rows))
