@@ -25,7 +25,8 @@
 # softmax over V answers), where success probabilities and gradients are exact, so the papers'
 # gradient arguments can be checked directly. Every figure comes from the functions behind
 # `rlvr-lab run cures_theory / cures_study / e3_temperature` (`simulations/cures.py`,
-# `simulations/e3.py`). The outputs below are from quick mode (`RLVR_LAB_QUICK=1`).
+# `simulations/e3.py`); section 6 moves to the tiny transformer (`cures_small`, `e3_small`).
+# The outputs below are from quick mode (`RLVR_LAB_QUICK=1`).
 
 # %%
 from rlvr_lab.io import quick_mode
@@ -102,7 +103,9 @@ pd.DataFrame({"p": np.asarray(p), "sigma": np.asarray(sigma).round(3),
 # from a 4-rollout posterior, DARS (its allocation shape rescaled to the budget) and E3.
 
 # %%
-vdf, shapes = S.variance_table(True, jax.random.key(1))
+# quick: the bimodal bank only (the experiment and full mode show both banks)
+BANK_SET = ("bimodal",) if QUICK else tuple(S.BANKS)
+vdf, shapes = S.variance_table(True, jax.random.key(1), banks=BANK_SET)
 fig = S.variance_figure(vdf, shapes)
 vdf[["bank", "rule", "n_min", "n_max", "analytic_oracle", "mc_oracle", "mc_rloo",
      "ratio_uniform_over_rule", "mc_rloo_ratio"]].round(3)
@@ -164,7 +167,7 @@ plotting.interactive(cures_allocation_vs_p, rollouts_per_prompt=(2, 32, 1),
 # The middle panel runs the noise-free (mean-field) dynamics with $q$ recomputed every step.
 
 # %%
-curves, stable, per_prompt = S.sampling_analysis(True)
+curves, stable, per_prompt = S.sampling_analysis(True, banks=BANK_SET)
 fig = S.sampling_figure(curves, stable, per_prompt)
 stable[["bank", "rule", "steps_to_target", "speedup_vs_uniform", "gain_vs_best",
         "is_efficiency"]].round(3)
@@ -226,14 +229,81 @@ tdf[tdf.step == tdf.step.max()].groupby(["rule", "metric"]).value.mean().unstack
 
 # %% [markdown]
 # With a fixed temperature the entropy collapses as the policy sharpens; E3 raises T and
-# keeps the sampling entropy near its target. The price: accuracy *at the sampling
-# temperature* is much lower, while pass@k stays as high — the paper's "gains mostly in
-# pass@k" in miniature.
+# keeps the sampling entropy near its target — by construction, it is a feedback controller on
+# the entropy. The price: accuracy *at the sampling temperature* is much lower. Comparing arms
+# fairly needs one common evaluation temperature, which the small-model runs below use.
 #
-# ## 6. Claims
+# ## 6. On the small model
 #
-# `rlvr-lab run cures_theory`, `cures_study` and `e3_temperature` compute these claims (the
-# committed full-run table is `figures/CLAIMS.md`).
+# The bank cannot test what the papers report at the end of training (accuracy, pass@k), and
+# its prompts do not transfer to each other. `rlvr_lab.papers.cures.small` runs GRPO on the
+# tiny transformer (the SFT base of `tiny_grpo`, whose carry-dropping habit GRPO fixes) with
+# arms that differ only in the stages: prompt choice (uniform or CurES' posterior softmax),
+# rollouts per prompt (G, Neyman, or E3's ranks), temperature (fixed or E3's rule) and E3's
+# length penalty. All arms and seeds run in one compiled, vmapped step; seeds are paired;
+# every arm spends B·G = 128 rollouts per step; held-out evaluation is at T = 1 for all.
+#
+# **E3's length penalty** (README of the authors' code, not in the paper): on the easiest
+# prompts, a correct answer of $l$ tokens earns $1 - \mu l/(1+\mu l)$. With GRPO's
+# group-normalised advantage, a penalty shared by all correct answers of a group changes
+# nothing — only a *spread* of lengths among them is acted on:
+
+# %%
+from rlvr_lab import advantages
+
+r = jnp.array([[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]])
+lengths = jnp.array([[7, 7, 7, 7], [5, 7, 9, 7]])
+shaped = e3.apply_length_penalty(r, lengths, jnp.array([0.0, 0.0]), 0.05, 0.1)
+pd.DataFrame({"rewards (same length)": list(np.asarray(shaped[0]).round(3)),
+              "advantage": list(np.asarray(advantages.grpo(shaped)[0]).round(3)),
+              "rewards (5/9 tokens)": list(np.asarray(shaped[1]).round(3)),
+              "advantage ": list(np.asarray(advantages.grpo(shaped)[1]).round(3))})
+
+# %% [markdown]
+# **Raising E3's cap** $n_{max}$ from 12 to 16 can only matter where the rank-proportional
+# rule would give a prompt more than 12 rollouts. The exact expected fraction of all-incorrect
+# groups at a fixed policy (here the bimodal bank's initial one) over batch sizes: the cap
+# binds more in small batches, where one hard prompt takes a large share.
+
+# %%
+nmax = S3.nmax_sweep(np.asarray(pb.make_bank(S.bank_config("bimodal", 64)).p0),
+                     jax.random.key(4), 200)
+fig, ax = plotting.subplots(figsize=(6.4, 3.8))
+for col, label in (("uniform", "uniform 8"), ("nmax12", "E3 [4, 12]"), ("nmax16", "E3 [4, 16]")):
+    ax.plot(nmax.batch_size, 100 * nmax[col], "o-", label=label)
+ax.set_xscale("log", base=2)
+ax.set(xlabel="batch size B (prompts)", ylabel="expected all-incorrect groups (%)",
+       title="raising E3's cap, bimodal bank at its initial policy")
+ax.legend()
+nmax.round(4)
+
+# %% [markdown]
+# The training runs (`rlvr-lab run cures_small` / `e3_small`; in quick mode about a minute
+# each, most of it compiling the step once). This notebook runs them in full mode only
+# (`RLVR_LAB_QUICK=0`, figures saved under the output folder); in quick mode it shows the
+# results stored by an earlier `rlvr-lab run ... --quick` when there are any.
+
+# %%
+import matplotlib.pyplot as plt
+from rlvr_lab import experiments
+from rlvr_lab.io import output_dir
+
+for name in ("cures_small", "e3_small"):
+    if QUICK:
+        try:
+            print(experiments.load(name, quick=True)[["claim", "measured", "verdict"]])
+        except FileNotFoundError:
+            print(f"{name}: no stored quick result; `rlvr-lab run {name} --quick` makes one")
+    else:
+        print(experiments.run(name, out_dir=output_dir() / "05_cures_e3").claims_frame()[
+            ["claim", "measured", "verdict", "reason"]].to_string())
+plt.close("all")
+
+# %% [markdown]
+# ## 7. Claims
+#
+# `rlvr-lab run cures_theory`, `cures_study`, `cures_small`, `e3_temperature` and `e3_small`
+# compute these claims (the committed full-run table is `figures/CLAIMS.md`).
 #
 # ## Exercises
 #
