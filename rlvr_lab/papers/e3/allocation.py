@@ -172,29 +172,40 @@ def apply_length_penalty(rewards, lengths, rank, coeff, threshold):
     return jnp.where(easy, rewards - penalty, rewards)
 
 
-def expected_all_incorrect(key, p, batch_size: int, ranges, draws: int, n: int = 8):
-    """At a fixed policy with success probabilities ``p`` ``[K]``: for each ``(n_min,
-    n_max)`` of ``ranges``, the expected fraction of all-incorrect groups ``mean_i (1 -
-    p_i)^{n_i}`` under E3's allocation of ``n B`` rollouts (ranks from ``p``, capped), averaged
-    over the same ``draws`` random batches of ``batch_size`` distinct prompts, and the share of
-    prompts given more than ``n_max - 4`` rollouts (where a cap 4 lower would have bound).
-    Returns two float64 arrays ``[len(ranges)]`` (one compilation per batch size)."""
+def expected_all_incorrect(key, p, batch_sizes, ranges, draws: int, n: int = 8):
+    """At a fixed policy with success probabilities ``p`` ``[K]``: for each batch size of
+    ``batch_sizes`` and each ``(n_min, n_max)`` of ``ranges``, the expected fraction of
+    all-incorrect groups ``mean_i (1 - p_i)^{n_i}`` under E3's allocation of ``n B`` rollouts
+    (ranks from ``p``, capped), averaged over ``draws`` random batches of ``B`` distinct prompts
+    (the same draws for every range; batch ``B`` = the first ``B`` of a random permutation),
+    and the share of prompts given more than ``n_max - 4`` rollouts (where a cap 4 lower would
+    have bound). Returns two float64 arrays ``[len(batch_sizes), len(ranges)]`` (one
+    compilation for all of them)."""
     ranges = jnp.asarray(ranges, jnp.float32).reshape(-1, 2)
-    frac, over = _expected_all_incorrect(key, jnp.asarray(p, jnp.float32), ranges,
-                                         int(batch_size), int(draws), int(n))
+    sizes = tuple(int(b) for b in batch_sizes)
+    if not sizes or min(sizes) < 1 or max(sizes) > jnp.shape(p)[0]:
+        raise ValueError(f"batch_sizes={batch_sizes!r} must lie in [1, {jnp.shape(p)[0]}]")
+    frac, over = _expected_all_incorrect(key, jnp.asarray(p, jnp.float32), ranges, sizes,
+                                         int(draws), int(n))
     return np.asarray(frac, np.float64), np.asarray(over, np.float64)
 
 
 @functools.partial(jax.jit, static_argnums=(3, 4, 5))
-def _expected_all_incorrect(key, p, ranges, batch_size, draws, n):
+def _expected_all_incorrect(key, p, ranges, batch_sizes, draws, n):
     rank = e3_ranks(p)
-    idx = jax.vmap(lambda k: jax.random.choice(k, p.shape[0], (batch_size,), replace=False))(
-        jax.random.split(key, draws))                                   # [D, B]
+    perm = jax.vmap(lambda k: jax.random.permutation(k, p.shape[0]))(
+        jax.random.split(key, draws))                                   # [D, K]
+    frac, over = [], []
+    for b in batch_sizes:
+        idx = perm[:, :b]
 
-    def one(lo_hi):
-        counts = jax.vmap(lambda i: e3_counts(rank[i], n * batch_size, lo_hi[0], lo_hi[1],
-                                              cap_at_max=True))(idx)    # [D, B]
-        return (jnp.mean((1.0 - p[idx]) ** counts),
-                jnp.mean((counts > lo_hi[1] - 4).astype(jnp.float32)))
+        def one(lo_hi, idx=idx, b=b):
+            counts = jax.vmap(lambda i: e3_counts(rank[i], n * b, lo_hi[0], lo_hi[1],
+                                                  cap_at_max=True))(idx)
+            return (jnp.mean((1.0 - p[idx]) ** counts),
+                    jnp.mean((counts > lo_hi[1] - 4).astype(jnp.float32)))
 
-    return jax.vmap(one)(ranges)
+        f, o = jax.vmap(one)(ranges)
+        frac.append(f)
+        over.append(o)
+    return jnp.stack(frac), jnp.stack(over)

@@ -106,7 +106,8 @@ def test_expected_all_incorrect_matches_numpy():
     rng = np.random.default_rng(0)
     p = rng.beta(0.3, 0.3, 24)
     # a batch of every prompt: no randomness left, so one draw is exact
-    frac, over = e3.expected_all_incorrect(jax.random.key(0), p, 24, [(8, 8), (4, 16)], 3)
+    frac, over = e3.expected_all_incorrect(jax.random.key(0), p, [24], [(8, 8), (4, 16)], 3)
+    frac, over = frac[0], over[0]
     counts = np.asarray(e3.e3_allocation(e3.e3_ranks(jnp.asarray(p, jnp.float32)), 8 * 24, 4,
                                          16, cap_at_max=True))
     assert counts.sum() == 8 * 24
@@ -114,6 +115,8 @@ def test_expected_all_incorrect_matches_numpy():
                                rtol=1e-5)
     np.testing.assert_allclose(over[1], np.mean(counts > 12), rtol=1e-6)
     assert over[0] == 1.0    # uniform 8 each: every prompt is above n_max - 4 = 4
+    with pytest.raises(ValueError, match="batch_sizes"):
+        e3.expected_all_incorrect(jax.random.key(0), p, [25], [(4, 12)], 3)
 
 
 # ----------------------------------------------------------------------------- driver helpers
