@@ -76,6 +76,9 @@ def allocation_rules(p, sigma_sq, budget, key):
     }
 
 
+_jit_rules = jax.jit(allocation_rules, static_argnums=2)
+
+
 def variance_table(quick: bool, key, banks=tuple(BANKS)) -> tuple[pd.DataFrame, dict]:
     """Gradient variance per allocation rule and bank, analytic and Monte Carlo."""
     k = 64 if quick else 128
@@ -83,8 +86,9 @@ def variance_table(quick: bool, key, banks=tuple(BANKS)) -> tuple[pd.DataFrame, 
     rows, shapes = [], {}
     for bank_name in banks:
         bank = pb.make_bank(bank_config(bank_name, k))
-        mom = th.bank_gradient_moments(bank.logits0, bank.correct)
-        rules = allocation_rules(mom.p, mom.sigma_sq, k * GROUP, jax.random.fold_in(key, k))
+        # jitted: one compilation each instead of one per eager op
+        mom = jax.jit(th.bank_gradient_moments)(bank.logits0, bank.correct)
+        rules = _jit_rules(mom.p, mom.sigma_sq, k * GROUP, jax.random.fold_in(key, k))
         rng = np.random.default_rng(0)
         base = float(th.allocation_variance(mom.sigma_sq, rules["uniform"]))
         for rule, n in rules.items():
