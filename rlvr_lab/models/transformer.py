@@ -102,6 +102,29 @@ class TransformerConfig:
 
 
 # ----------------------------------------------------------------------------- module
+_NEG = -0.7 * float(jnp.finfo(jnp.float32).max)  # masked logit (as jax.nn.dot_product_attention)
+
+
+def _heads_major(x):
+    """``[B, T, H, Dh] <-> [B, H, T, Dh]``."""
+    return x.transpose(0, 2, 1, 3)
+
+
+def _attention(q, k, v, mask):
+    """``softmax(q k^T / sqrt(Dh)) v`` on heads-major ``q [B, H, T, Dh]``, ``k, v [B, H, S,
+    Dh]`` with a boolean ``mask`` broadcastable to ``[B, H, T, S]`` -> ``[B, H, T, Dh]``.
+
+    The arithmetic of ``jax.nn.dot_product_attention`` (scale after the product, masked
+    logits at ``-0.7 * float32 max``, softmax in float32), written for the heads-major layout:
+    every contraction is then a plain batched matmul over ``(B, H)``, where the token-major
+    layout made XLA:CPU transpose the whole KV cache at every decoding step.
+    """
+    logits = jnp.einsum("bhtd,bhsd->bhts", q, k, preferred_element_type=jnp.float32)
+    logits = jnp.where(mask, logits * (q.shape[-1] ** -0.5), _NEG)
+    probs = jax.nn.softmax(logits, axis=-1).astype(v.dtype)
+    return jnp.einsum("bhts,bhsd->bhtd", probs, v)
+
+
 class Block(nnx.Module):
     """Pre-LN block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
 
@@ -121,18 +144,42 @@ class Block(nnx.Module):
         hook = self.cfg.act_hook
         return x if hook is None else hook(site, x)
 
-    def qkv_heads(self, x):
-        b, t, _ = x.shape
-        q, k, v = jnp.split(self.qkv(self.act("qkv_in", self.ln1(x))), 3, axis=-1)
+    def _act_rows(self, site: str, x, b: int, t: int):
+        """:meth:`act` on token rows ``[B*T, F]``; the hook sees them as ``[B, T, F]``."""
+        return x if self.cfg.act_hook is None else self.act(site, x.reshape(b, t, -1)).reshape(
+            x.shape)
+
+    def _qkv_rows(self, x, b: int, t: int):
+        """Queries, keys, values ``[B, T, H, Dh]`` of the residual rows ``x [B*T, D]``."""
+        q, k, v = jnp.split(self.qkv(self._act_rows("qkv_in", self.ln1(x), b, t)), 3, axis=-1)
         shape = (b, t, self.cfg.n_heads, self.cfg.head_dim)
         return q.reshape(shape), self.act("k", k.reshape(shape)), self.act("v", v.reshape(shape))
 
+    def _finish_rows(self, x, att, b: int, t: int):
+        """The residual rows ``x [B*T, D]`` after the attention output ``att [B, H, T, Dh]``
+        and the MLP. Linear layers see 2-D ``[B*T, F]`` operands: XLA:CPU's gradient of a
+        3-D ``dot_general`` spent ~20% more time in transposes (measured)."""
+        att = _heads_major(att).reshape(x.shape)
+        x = x + self.proj(self._act_rows("proj_in", att, b, t))
+        hidden = jax.nn.gelu(self.up(self._act_rows("up_in", self.ln2(x), b, t)))
+        return x + self.down(self._act_rows("down_in", hidden, b, t))
+
+    def qkv_heads(self, x):
+        """Queries, keys, values ``[B, T, H, Dh]`` of ``x [B, T, D]`` (the hook sees keys and
+        values in this shape)."""
+        b, t, d = x.shape
+        return self._qkv_rows(x.reshape(b * t, d), b, t)
+
     def finish(self, x, q, k, v, mask):
-        """Attention of queries ``q`` over keys/values ``k, v`` (mask ``[B, 1, T, S]``)."""
-        att = jax.nn.dot_product_attention(q, k, v, mask=mask)
-        x = x + self.proj(self.act("proj_in", att.reshape(x.shape)))
-        hidden = jax.nn.gelu(self.up(self.act("up_in", self.ln2(x))))
-        return x + self.down(self.act("down_in", hidden))
+        """Attention of queries ``q`` over keys/values ``k, v`` (``[B, T|S, H, Dh]``, mask
+        ``[B, 1, T, S]``), then the MLP."""
+        return self.finish_heads(x, _heads_major(q), _heads_major(k), _heads_major(v), mask)
+
+    def finish_heads(self, x, q, k, v, mask):
+        """:meth:`finish` with heads-major ``q [B, H, T, Dh]``, ``k, v [B, H, S, Dh]``."""
+        b, t, d = x.shape
+        return self._finish_rows(x.reshape(b * t, d), _attention(q, k, v, mask), b, t).reshape(
+            x.shape)
 
 
 class Transformer(nnx.Module):
@@ -147,39 +194,48 @@ class Transformer(nnx.Module):
         self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
         self.ln_f = nnx.LayerNorm(cfg.d_model, rngs=rngs)
 
-    def __call__(self, tokens, positions, valid, *, return_cache: bool = False):
+    def __call__(self, tokens, positions, valid, *, return_cache: bool = False,
+                 heads_major: bool = False):
         """Logits ``[B, T, V]`` for every position (causal, pads masked as keys).
 
-        With ``return_cache`` also the per-layer ``(k, v)`` of shape ``[B, T, H, Dh]`` each.
+        With ``return_cache`` also the per-layer ``(k, v)`` of shape ``[B, T, H, Dh]`` each
+        (``[B, H, T, Dh]`` with ``heads_major``, the layout :meth:`decode` is fastest with).
         """
-        t = tokens.shape[1]
-        x = self.embed(tokens) + self.pos(positions)
+        b, t = tokens.shape
+        # the residual stream as rows [B*T, D]; reshaped to [B, H, T, Dh] only for attention
+        x = (self.embed(tokens) + self.pos(positions)).reshape(b * t, -1)
         causal = jnp.tril(jnp.ones((t, t), dtype=bool))
         mask = (causal[None] & valid[:, None, :])[:, None]
         cache = []
         for block in self.blocks:
-            q, k, v = block.qkv_heads(x)
-            x = block.finish(x, q, k, v, mask)
-            cache.append((k, v))
-        logits = self.embed.attend(self.ln_f(x))
+            q, k, v = (_heads_major(a) for a in block._qkv_rows(x, b, t))
+            x = block._finish_rows(x, _attention(q, k, v, mask), b, t)
+            cache.append((k, v) if heads_major else (_heads_major(k), _heads_major(v)))
+        logits = self.embed.attend(self.ln_f(x)).reshape(b, t, -1)
         return (logits, tuple(cache)) if return_cache else logits
 
-    def decode(self, token, position, index, cache, key_valid):
+    def decode(self, token, position, index, cache, key_valid, *, heads_major: bool = False):
         """One cached step: ``token`` ``[B]`` at column ``index`` (scalar) -> logits ``[B, V]``.
 
-        ``cache`` holds per-layer ``(k, v)`` ``[B, S, H, Dh]``; the new key/value is written at
+        ``cache`` holds per-layer ``(k, v)`` ``[B, S, H, Dh]`` (``[B, H, S, Dh]`` with
+        ``heads_major``: no transposes, about twice as fast); the new key/value is written at
         ``index``. ``key_valid`` ``[B, S]`` marks usable cache columns (including ``index``).
+        Both layouts compute the same numbers.
         """
-        x = self.embed(token[:, None]) + self.pos(position[:, None])
+        b = token.shape[0]
+        x = self.embed(token) + self.pos(position)   # rows [B, D]
         mask = key_valid[:, None, None, :]
         new_cache = []
         for block, (k_cache, v_cache) in zip(self.blocks, cache):
-            q, k, v = block.qkv_heads(x)
-            k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k, index, axis=1)
-            v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v, index, axis=1)
-            x = block.finish(x, q, k_cache, v_cache, mask)
-            new_cache.append((k_cache, v_cache))
-        return self.embed.attend(self.ln_f(x))[:, 0], tuple(new_cache)
+            q, k, v = (_heads_major(a) for a in block._qkv_rows(x, b, 1))
+            if not heads_major:
+                k_cache, v_cache = _heads_major(k_cache), _heads_major(v_cache)
+            k_cache = jax.lax.dynamic_update_slice_in_dim(k_cache, k, index, axis=2)
+            v_cache = jax.lax.dynamic_update_slice_in_dim(v_cache, v, index, axis=2)
+            x = block._finish_rows(x, _attention(q, k_cache, v_cache, mask), b, 1)
+            new_cache.append((k_cache, v_cache) if heads_major
+                             else (_heads_major(k_cache), _heads_major(v_cache)))
+        return self.embed.attend(self.ln_f(x)), tuple(new_cache)
 
 
 # ----------------------------------------------------------------------------- functional API
@@ -248,15 +304,22 @@ def _entropy(logp):
 
 def _draw(key, logp, top_p):
     """Sample from ``exp(logp)`` restricted to the smallest top-p nucleus (top_p=1: all)."""
+    return _draw_with(jax.random.gumbel(key, logp.shape, logp.dtype), logp, top_p)
+
+
+def _draw_with(noise, logp, top_p):
+    """:func:`_draw` given its Gumbel ``noise`` (``jax.random.categorical`` is exactly
+    ``argmax(logits + gumbel(key))``, so drawing the noise of all steps in one call first
+    gives the same tokens as one ``categorical`` call per step)."""
     if top_p >= 1.0:
-        return jax.random.categorical(key, logp, axis=-1)
+        return jnp.argmax(logp + noise, axis=-1)
     order = jnp.argsort(-logp, axis=-1)
     sorted_lp = jnp.take_along_axis(logp, order, axis=-1)
     before = jnp.cumsum(jnp.exp(sorted_lp), axis=-1) - jnp.exp(sorted_lp)
     keep_sorted = before < top_p  # the top token always stays
     keep = jnp.zeros_like(keep_sorted).at[
         jnp.arange(logp.shape[0])[:, None], order].set(keep_sorted)
-    return jax.random.categorical(key, jnp.where(keep, logp, -jnp.inf), axis=-1)
+    return jnp.argmax(jnp.where(keep, logp, -jnp.inf) + noise, axis=-1)
 
 
 @functools.partial(jax.jit, static_argnames=("max_new_tokens", "top_p", "eos_id", "use_cache"))
@@ -274,6 +337,10 @@ def sample(key, policy: Policy, prompts, prompt_valid=None, *, max_new_tokens: i
     tokens of each row are forced to ``prefix`` instead of drawn (resuming a partial response:
     the same causal computation as re-prefilling prompt + prefix); their ``logp``/``entropy``
     are the current policy's. Rows with ``prefix_len = 0`` are sampled exactly as without.
+
+    Speed (XLA:CPU): one prefill pass over the prompts writes a heads-major KV cache, the
+    Gumbel noise of every step is drawn in one call before the loop, and each step is a few
+    matmuls per layer plus one batched attention over the cache.
     """
     config = policy.config
     prompts, prompt_valid = _check_prompts(config, prompts, prompt_valid, max_new_tokens)
@@ -286,10 +353,14 @@ def sample(key, policy: Policy, prompts, prompt_valid=None, *, max_new_tokens: i
     positions = positions_for(valid)
     buffer = jnp.concatenate([prompts, jnp.full((b, max_new_tokens), PAD_ID, jnp.int32)], axis=1)
     columns = jnp.arange(total)
+    steps = jnp.arange(max_new_tokens)
+    # the noise of step i is gumbel(fold_in(key, i)), as jax.random.categorical would draw it
+    noise = jax.vmap(lambda i: jax.random.gumbel(jax.random.fold_in(key, i),
+                                                 (b, config.vocab_size), jnp.float32))(steps)
 
-    def choose(i, logits, done):
+    def choose(i, logits, noise_i, done):
         logp_all = _log_probs(logits, temperature)
-        token = _draw(jax.random.fold_in(key, i), logp_all, top_p)
+        token = _draw_with(noise_i, logp_all, top_p)
         if prefix is not None:
             token = jnp.where(i < prefix_len, jnp.asarray(prefix, jnp.int32)[:, i], token)
         logp = jnp.take_along_axis(logp_all, token[:, None], axis=-1)[:, 0]
@@ -299,30 +370,34 @@ def sample(key, policy: Policy, prompts, prompt_valid=None, *, max_new_tokens: i
                 live, done | (token == eos_id))
 
     if use_cache:
-        logits, prompt_cache = model(prompts, positions[:, :p], prompt_valid, return_cache=True)
-        pad = ((0, 0), (0, max_new_tokens), (0, 0), (0, 0))
+        logits, prompt_cache = model(prompts, positions[:, :p], prompt_valid, return_cache=True,
+                                     heads_major=True)
+        pad = ((0, 0), (0, 0), (0, max_new_tokens), (0, 0))
         cache = tuple((jnp.pad(k, pad), jnp.pad(v, pad)) for k, v in prompt_cache)
-        first = choose(0, logits[:, -1], jnp.zeros((b,), bool))
+        first = choose(0, logits[:, -1], noise[0], jnp.zeros((b,), bool))
 
-        def step(carry, i):
+        def step(carry, xs):
             cache, prev, done = carry
+            i, noise_i = xs
             col = p + i - 1  # column of the previous token, now fed to the model
             key_valid = valid & (columns <= col)[None]
-            logits, cache = model.decode(prev, positions[:, col], col, cache, key_valid)
-            token, logp, ent, live, done = choose(i, logits, done)
+            logits, cache = model.decode(prev, positions[:, col], col, cache, key_valid,
+                                         heads_major=True)
+            token, logp, ent, live, done = choose(i, logits, noise_i, done)
             return (cache, token, done), (token, logp, ent, live)
 
-        _, rest = jax.lax.scan(step, (cache, first[0], first[4]), jnp.arange(1, max_new_tokens))
+        _, rest = jax.lax.scan(step, (cache, first[0], first[4]), (steps[1:], noise[1:]))
         outs = [jnp.concatenate([f[:, None], r.T], axis=1) for f, r in zip(first[:4], rest)]
     else:
-        def step(carry, i):
+        def step(carry, xs):
             buffer, done = carry
+            i, noise_i = xs
             logits = model(buffer, positions, valid)[:, p + i - 1]
-            token, logp, ent, live, done = choose(i, logits, done)
+            token, logp, ent, live, done = choose(i, logits, noise_i, done)
             buffer = jax.lax.dynamic_update_slice_in_dim(buffer, token[:, None], p + i, axis=1)
             return (buffer, done), (token, logp, ent, live)
 
-        _, rest = jax.lax.scan(step, (buffer, jnp.zeros((b,), bool)), jnp.arange(max_new_tokens))
+        _, rest = jax.lax.scan(step, (buffer, jnp.zeros((b,), bool)), (steps, noise))
         outs = [r.T for r in rest]
     tokens, logp, ent, live = outs
     return Rollout(tokens.astype(jnp.int32), logp, ent, live)

@@ -243,8 +243,15 @@ FOUR_DEVICES = textwrap.dedent("""
     (s1, m1), (s4, m4) = out[False], out[True]
     for name in m1:
         np.testing.assert_allclose(m1[name], m4[name], atol=1e-4, rtol=1e-4, err_msg=name)
-    for a, b in zip(jax.tree.leaves(s1), jax.tree.leaves(s4)):
+    # parameters: float32 noise almost everywhere; where a gradient is ~0, Adam's first step
+    # is a sign step of size lr, so reduction-order noise can move one entry by up to 2 lr
+    for a, b in zip(jax.tree.leaves(s1.opt_state), jax.tree.leaves(s4.opt_state)):
         np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-4)
+    a = np.concatenate([np.ravel(x) for x in jax.tree.leaves(s1.policy)])
+    b = np.concatenate([np.ravel(x) for x in jax.tree.leaves(s4.policy)])
+    close = np.isclose(a, b, atol=1e-5, rtol=1e-4)
+    assert close.mean() > 0.99, close.mean()
+    assert np.abs(a - b).max() <= 2 * cfg.learning_rate + 1e-6, np.abs(a - b).max()
     leaf = jax.tree.leaves(s4)[0]
     print("OK", len(leaf.sharding.device_set))
 """)

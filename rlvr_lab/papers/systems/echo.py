@@ -46,9 +46,10 @@ from rlvr_lab.papers.systems.engine import (
     TrainerConfig,
 )
 
-ENGINE_4B, TRAINER_4B = ENGINE_PRESETS["4b"], TRAINER_PRESETS["4b"]
 from rlvr_lab.papers.systems.lengths import as_rng
 from rlvr_lab.papers.systems.policies import Workload, run_async
+
+ENGINE_4B, TRAINER_4B = ENGINE_PRESETS["4b"], TRAINER_PRESETS["4b"]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""BroRL mass balance (rlvr_lab.papers.brorl.theory) against plain-Python loop references, float64."""
+"""BroRL mass balance (rlvr_lab.papers.brorl.theory) against plain-Python loops, float64."""
 import math
 
 import jax
