@@ -1,11 +1,11 @@
 """Blockwise fake quantisation (FP8 E4M3 and coarser formats) for low-precision rollouts.
 
-veRL's FP8 rollout stack (docs/papers.md) samples from a W8A8 copy of the policy:
-linear-layer weights are quantised to E4M3 in 128x128 blocks, activations in 1x128 blocks
-(one token x 128 channels), each block scaled by its own absmax so that the largest entry
-lands on the format's largest finite value (448 for E4M3); optionally the KV cache is FP8
-too. The trainer keeps full precision, so the rollout engine's log-probs differ from the
-trainer's -- the train/rollout mismatch that token TIS / MIS correct
+veRL's FP8 rollout stack (FP8-RL, arXiv:2601.18150; docs/papers.md) samples from a W8A8
+copy of the policy: linear-layer weights are quantised to E4M3 in 128x128 blocks, activations
+in 1x128 blocks (one token x 128 channels), each block scaled by its own absmax so that the
+largest entry lands on the format's largest finite value (448 for E4M3); optionally the KV
+cache is FP8 too. The trainer keeps full precision, so the rollout engine's log-probs differ
+from the trainer's -- the train/rollout mismatch that token TIS / MIS correct
 (:mod:`rlvr_lab.train.sequence`, ``rollout_correction``).
 
 Here quantisation is *fake*: ``quantise -> dequantise`` in float32, same shape and dtype out,
@@ -17,10 +17,14 @@ modelled). For a block ``X`` with ``amax = max |X|``::
     Q(X)  = round_fmt(clip(X / scale, -fmax, fmax)) * scale
 
 ``round_fmt`` rounds to the nearest representable value, ties to even (XLA's conversion to
-``jnp.float8_e4m3fn`` etc., ``jnp.round`` for integer grids). Zero blocks give zeros, and
-so do blocks with ``amax < fmax * 2^-126`` (their scale would be a float32 subnormal, which
-XLA on CPU flushes to zero; the explicit rule keeps every backend alike).
-Non-finite inputs are out of scope (weights and activations of a trained model are finite).
+``jnp.float8_e4m3fn`` / ``jnp.float4_e2m1fn``, the ml_dtypes types, for the minifloats;
+``jnp.round`` for integer grids). Zero blocks give zeros, and so do blocks with
+``amax < fmax * 2^-126`` (their scale would be a float32 subnormal, which XLA on CPU flushes
+to zero; the explicit rule keeps every backend alike).
+
+Non-finite inputs give finite outputs (a degenerate input must not poison a whole block):
+``amax`` is taken over the block's finite entries, ``+-inf`` saturate to ``+-fmax * scale``
+(the "satfinite" conversion of FP8 hardware) and NaN becomes 0.
 
 Blocks
 ------
@@ -45,6 +49,18 @@ layers and keep embeddings, the LM head, norms and biases in high precision):
   cache, with the activation block over the flattened ``heads x head_dim`` channels. veRL
   instead uses per-tensor scales recalibrated each step; per-token blocks are the simpler
   dynamic variant.
+
+Outlier channels (:func:`inject_outliers`): LLMs have a few residual channels whose
+LayerNorm output is orders of magnitude larger than the rest (LLM.int8, "massive
+activations"); a block that contains one gets a large absmax and rounds its other entries
+coarsely, which is what block-wise scaling limits. A toy model trained from scratch has none,
+and with ``d_model = 64`` every block of 64 or more covers a kernel's whole input axis, so the
+block size could hardly matter. :func:`inject_outliers` creates such channels without changing
+the float32 function: it multiplies LayerNorm outputs (``ln1``/``ln2`` scale and bias) of
+chosen channels by a factor and divides the matching input rows of the kernels that read them
+(``qkv``, ``up``) by it. A power-of-two factor makes this exact in floating point (the trainer's
+log-probs are bit-identical); a factor > 1 gives *activation* outliers (inputs of ``qkv``/``up``),
+a factor < 1 *weight* outliers (rows of their kernels).
 
 Formats (:data:`FORMATS`, pick by name): ``e4m3`` (FP8, fmax 448), ``e5m2`` (FP8, 57344),
 ``e2m1`` (FP4, {0, .5, 1, 1.5, 2, 3, 4, 6}; the coarse format that makes the mismatch large at
@@ -145,13 +161,16 @@ def fake_quantise(x, fmt="e4m3", block=(128, 128)):
                                    for v in (d // s, s))
     xb = xf.reshape(split)
     axes = tuple(lead + 2 * i + 1 for i in range(len(block)))
-    amax = jnp.max(jnp.abs(xb), axis=axes, keepdims=True)
+    finite = jnp.isfinite(xb)
+    amax = jnp.max(jnp.where(finite, jnp.abs(xb), 0.0), axis=axes, keepdims=True)
     # amax * (1/fmax): XLA rewrites a division by a constant into this product under jit, so
     # writing it out keeps eager, jitted and reference results bit-identical
     scale = amax * jnp.float32(1.0 / fmt.fmax)
     # zero block, or a subnormal scale: use 1, which rounds the (tiny) entries to 0
     scale = jnp.where(scale >= jnp.finfo(jnp.float32).tiny, scale, 1.0)
-    q = fmt.round(jnp.clip(xb / scale, -fmt.fmax, fmt.fmax)) * scale
+    # +-inf / scale stays +-inf and saturates in the clip; NaN -> 0
+    y = jnp.where(jnp.isnan(xb), 0.0, jnp.clip(xb / scale, -fmt.fmax, fmt.fmax))
+    q = fmt.round(y) * scale
     q = q.reshape(xf.shape)[tuple(slice(0, d) for d in x.shape)]
     return q.astype(x.dtype)
 
@@ -280,3 +299,41 @@ def make_rollout_fn(config: QuantConfig):
                                 rl_config, mesh)
 
     return rollout_fn
+
+
+# ----------------------------------------------------------------------------- outliers
+OUTLIER_SITES = (("ln1", "qkv"), ("ln2", "up"))  # (LayerNorm, the linear layer reading it)
+
+
+def _path_keys(path) -> list:
+    keys = [getattr(p, "key", getattr(p, "name", None)) for p in path]
+    return keys[:-1] if keys and keys[-1] == "value" else keys
+
+
+def inject_outliers(policy: transformer.Policy, channels, factor: float) -> transformer.Policy:
+    """The same float32 function with outlier channels (see the module docstring).
+
+    ``channels``: residual-stream channel indices (the same in every block, as LLM outlier
+    features are); ``factor`` > 0: LayerNorm outputs of those channels (``ln1``, ``ln2``) are
+    multiplied by it and the matching input rows of ``qkv`` / ``up`` divided by it. Exact in
+    floating point for powers of two; jit/vmap-safe (``channels`` may be traced).
+    """
+    if not (isinstance(factor, (int, float)) and not isinstance(factor, bool)
+            and math.isfinite(factor) and factor > 0):
+        raise ValueError(f"factor={factor!r} is not allowed; use a finite number > 0 "
+                         "(> 1: activation outliers, < 1: weight outliers)")
+    d = policy.config.d_model
+    gain = jnp.ones((d,), jnp.float32).at[jnp.asarray(channels)].set(factor)
+    norms = {n for n, _ in OUTLIER_SITES}
+    readers = {lin for _, lin in OUTLIER_SITES}
+
+    def one(path, leaf):
+        keys = _path_keys(path)
+        if len(keys) >= 2 and keys[-2] in norms and keys[-1] in ("scale", "bias"):
+            return leaf * gain.astype(leaf.dtype)
+        if len(keys) >= 2 and keys[-2] in readers and keys[-1] == "kernel":
+            return leaf / gain.astype(leaf.dtype)[:, None]
+        return leaf
+
+    return transformer.Policy(policy.config,
+                              jax.tree_util.tree_map_with_path(one, policy.params))
