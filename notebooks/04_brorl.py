@@ -299,6 +299,35 @@ throughput_figure(thr, jax.devices()[0].platform)
 thr
 
 # %% [markdown]
+# ## 5. The tiny transformer: a plateaued GRPO checkpoint, and the model's own token law
+#
+# `brorl_small` (arXiv:2510.01180) moves both halves of the paper to the tiny transformer of
+# `01_small_model`. **Phase 1**: GRPO with N=8 from the SFT base until held-out pass@1 stops
+# moving (tested with a TOST on the last segment). **Phase 2**: from seed 0's final policy (the
+# checkpoint), N=8 and N=64 continue on paired seeds, compared at equal rollouts (N=8 runs 8x
+# the steps) and at equal wall time on this machine. **Mass balance**: at the tens digit of
+# the worked answer — the carry decision, the error a plateaued policy still makes — the
+# checkpoint's logits over the whole vocabulary replace the synthetic distributions of
+# sections 1-3: for N draws of that token, the three terms of the sampled policy gradient and
+# the exact change of the correct mass.
+
+# %%
+small_res = S.run_small(jax.random.key(21), QUICK, 2 if QUICK else 8)
+small_mass = S.small_mass_frame(small_res["sweep"])
+print("seconds per step:", {k: round(v, 3) for k, v in small_res["seconds"].items()})
+fig = S.small_figure(small_res, small_mass)
+small_mass[["N", "pg_p_decrease", "ideal_p_decrease", "pg_sampled_correct",
+            "pg_sampled_wrong", "pg_unsampled", "pg_exact"]]
+
+# %% [markdown]
+# With a vocabulary of 26 tokens a few dozen draws already see every token the checkpoint
+# gives real mass to, so the unsampled term — the one the paper says can shrink the correct
+# mass — fades at small N here; what remains at small N is the sampling noise of the two
+# sampled terms. The claims of `rlvr-lab run brorl_small` read phase 2 with paired intervals,
+# gated on phase 1's held-out gain over the SFT base; on a CPU, decoding is compute-bound, so
+# equal wall time is close to equal rollouts (the paper's throughput argument is about GPUs).
+
+# %% [markdown]
 # ## Exercises
 #
 # **1.** Show from the formula that with full coverage ($S$ = every token) the unsampled term

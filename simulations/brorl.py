@@ -24,6 +24,7 @@ and both take steps of the same size. The ``1/N`` only rescales, no sign depends
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import jax
@@ -31,11 +32,15 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import plotting
+from rlvr_lab import plotting, stats
 from rlvr_lab.experiments import claim, experiment
+from rlvr_lab.papers.brorl import small as brorl_small
 from rlvr_lab.papers.brorl import theory as mb
+from rlvr_lab.train import sequence
+from simulations import tiny_grpo
 
 PAPER = "BroRL"
+REF = "arXiv:2510.01180"
 UPDATES = ("idealised", "sampled_pg")
 UPDATE_LABEL = {"idealised": "idealised (distinct set, paper)",
                 "sampled_pg": "sampled PG (multiplicities)"}
@@ -512,6 +517,7 @@ def first_order_claim(df: pd.DataFrame, config: SweepConfig):
                    "< 1e-6, D = Richardson limit of exact(eta)/eta from eta="
                    f"{e1:g},{e2:g}, scale = sum_j p_j|c_j - Q||dz_j|; and total = "
                    "sum_j p_j (c_j - Q) dz_j to < 1e-10 relative"),
+        setting="theory", paper_ref=REF,
         paper_value="exact first-order identity (derived)",
         reason=(f"plain error at eta={e2:g}: {err:.2g} (O(eta)); identity with the softmax "
                 f"derivative: {ident:.2g}; {len(df)} trial-N pairs"))
@@ -540,6 +546,7 @@ def p_decrease_claim(summary: pd.DataFrame, update: str, n_max: int):
         n_worst, passed=bool(p16 >= 0.05 and n_worst <= n_max),
         criterion=(f"in the hard setting (Q0={q_min:g}) with the largest P(dQ<0) at N=16: "
                    f"P16 >= 0.05 and P < 0.01 for all N >= measured N, measured N <= {n_max}"),
+        setting="toy", paper_ref=REF,
         paper_value="-> 0 as N grows (no numbers public)",
         reason=(f"hardest setting: V={worst[0]}, {worst[1]}, P16={p16:.3f} (95% Wilson CI "
                 f"{ci.low:.3f}-{ci.high:.3f}, {trials} trials); P(dQ<0) max over "
@@ -566,6 +573,7 @@ def all_up_claim(relaxed: pd.DataFrame, config: SweepConfig):
         criterion=(f"at N={n_max}, in every relaxed setting (V={config.vocab_size}), the "
                    "fraction of trials where every correct token ends above its initial "
                    "probability >= 0.99 (idealised update)"),
+        setting="toy", paper_ref=REF,
         paper_value="all correct tokens increase for large N",
         reason=(f"worst: {worst.setting} (P={worst.p_all_up:.2f}, fraction of correct tokens "
                 f"down {worst.frac_correct_down:.2f}); hard prompts (Q0={hard.q0.min():g}) "
@@ -814,6 +822,7 @@ def training_claims(df: pd.DataFrame, res: dict, study: TrainingStudy):
         float(gain.mean()), passed=bool(gain.mean() >= 0.01 and np.all(gain > 0)),
         criterion=(f"accuracy(N={study.n_large}) - accuracy(N={study.n_small}) after {s2} "
                    "more steps, paired by seed: mean >= 0.01 and > 0 in every seed"),
+        setting="bank", paper_ref=REF,
         paper_value="BroRL revives ProRL-1.5B saturated after 3K steps",
         reason=(f"phase-1 gain over its last 20% of steps: {late.mean():.3f}; accuracy at "
                 f"switch {small[:, s1 - 1].mean():.3f}; N={study.n_large} gain in phase 2 "
@@ -834,6 +843,7 @@ def training_claims(df: pd.DataFrame, res: dict, study: TrainingStudy):
         float(f_large.mean()), passed=bool(np.all(f_large < f_small)),
         criterion=(f"fraction of phase-2 groups with all-equal rewards at N={study.n_large} "
                    f"below the N={study.n_small} fraction in every seed"),
+        setting="bank", paper_ref=REF,
         paper_value="fewer filtered groups at large N",
         reason=(f"N={study.n_small}: {f_small.mean():.3f}, N={study.n_large}: "
                 f"{f_large.mean():.3f} (trainer); exact at the saturated policy: "
@@ -856,3 +866,197 @@ def run_training(ctx):
     ctx.save_figure(fig, "brorl_training")
     plt.close(fig)
     return training_claims(df, res, study)
+
+
+# ============================================================================ small model
+N_SMALL_LM, N_LARGE_LM = 8, 64
+PLATEAU_MARGIN = 0.03      # phase 1 has plateaued: last-segment change within +-0.03 (TOST)
+
+
+def small_phase1(quick: bool):
+    """``tiny_grpo``'s recipe at N=8 (quick: B=16, 40 steps; full: B=32, 100 steps)."""
+    rl = tiny_grpo.rl_config(quick)
+    if quick:
+        return dataclasses.replace(rl, num_prompts=16, steps=40, eval_every=8, eval_problems=64,
+                                   eval_samples=4)
+    return dataclasses.replace(rl, steps=100, eval_every=10, eval_problems=128, eval_samples=8)
+
+
+def small_phase2_steps(quick: bool) -> int:
+    """Steps of the N=64 continuation (N=8 runs 8x as many: equal rollouts; a multiple of
+    phase 1's ``eval_every``, so N=8 is evaluated there)."""
+    return 2 if quick else 5
+
+
+def run_small(key, quick: bool, num_seeds: int, progress=None) -> dict:
+    """Phase 1 (N=8 from the SFT base, ``num_seeds`` seeds), then from seed 0's final policy
+    (the checkpoint) N=8 and N=64 continuations on ``num_seeds`` paired seeds, plus the
+    steady-state seconds per step of each arm (equal wall time) and the mass-balance sweep on
+    the checkpoint's tens-digit decisions."""
+    import time
+
+    p1 = small_phase1(quick)
+    s64 = small_phase2_steps(quick)
+    trainer = sequence.Trainer(p1)
+    phase1 = sequence.run(p1, jax.random.fold_in(key, 1), num_seeds, trainer=trainer)
+    ckpt = brorl_small.seed_slice(phase1.state.policy, 0)
+    # N=8 continues with phase 1's compiled functions: the same config (its static fields
+    # key the update's compilation), stopped after 8 x s64 steps, a multiple of eval_every
+    c8 = p1
+    t8 = brorl_small.continue_from(trainer, ckpt)
+    c64 = dataclasses.replace(p1, num_generations=N_LARGE_LM, steps=s64, eval_every=s64)
+    t64 = sequence.Trainer(c64, base_policy=ckpt)
+    arms = {}
+    for name, (cfg, tr, stop) in {"N=8": (c8, t8, N_LARGE_LM // N_SMALL_LM * s64),
+                                  "N=64": (c64, t64, s64)}.items():
+        arms[name] = sequence.run(cfg, jax.random.fold_in(key, 2), num_seeds, trainer=tr,
+                                  stop_after=stop)
+    seconds = {}
+    for name, tr in (("N=8", t8), ("N=64", t64)):   # both compiled: steady-state step time
+        state = tr.init_state(num_seeds)
+        start = time.perf_counter()
+        for i in range(2):
+            state, _ = tr.train_step(jax.random.fold_in(key, 3), state, i)
+        seconds[name] = (time.perf_counter() - start) / 2
+    logits, correct = brorl_small.decision_logits(ckpt, trainer.pool[:64 if quick else 256],
+                                                  p1.base)
+    sweep = brorl_small.mass_balance_sweep(jax.random.fold_in(key, 4), logits, correct,
+                                           SMALL_N_VALUES, trials=16 if quick else 64)
+    return dict(phase1=phase1, arms=arms, seconds=seconds, sweep=sweep, logits=logits,
+                correct=correct, p1=p1, s64=s64)
+
+
+SMALL_N_VALUES = (1, 2, 4, 8, 16, 32, 64, 256, 1024)
+
+
+def small_mass_frame(sweep: dict) -> pd.DataFrame:
+    rows = []
+    for j, n in enumerate(SMALL_N_VALUES):
+        row = {"N": n}
+        for update in ("pg", "ideal"):
+            exact = sweep[f"{update}_exact"][:, :, j]
+            row[f"{update}_p_decrease"] = float((exact < 0).mean())
+            for t in mb.TERMS + ("total", "exact"):
+                row[f"{update}_{t}"] = float(sweep[f"{update}_{t}"][:, :, j].mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def small_figure(res: dict, mass: pd.DataFrame):
+    with plotting.house_style():
+        fig, axes = plotting.subplots(1, 3, figsize=(15, 4))
+        ph = np.asarray(res["phase1"].evals["pass_at"])[:, :, 0]
+        plotting.band(axes[0], np.asarray(res["phase1"].evals["step"]), ph.T, label="phase 1, N=8")
+        b = res["p1"].num_prompts
+        for name, n in (("N=8", N_SMALL_LM), ("N=64", N_LARGE_LM)):
+            run = res["arms"][name]
+            x = np.asarray(run.evals["step"]) * b * n
+            plotting.band(axes[1], x, np.asarray(run.evals["pass_at"])[:, :, 0].T, label=name)
+        axes[0].set(xlabel="step", ylabel="held-out pass@1", title="phase 1 (to the checkpoint)")
+        axes[1].set(xlabel="phase-2 rollouts", ylabel="held-out pass@1",
+                    title="continuing the checkpoint (seed 0 of phase 1)")
+        axes[1].legend()
+        ax = axes[2]
+        ax.plot(mass.N, mass.pg_p_decrease, "o-", label="sampled PG: P(dQ < 0)")
+        ax.plot(mass.N, mass.ideal_p_decrease, "s--", label="idealised: P(dQ < 0)")
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="N rollouts of the decision token", ylabel="probability",
+               title="mass balance on the model's tens-digit distribution")
+        ax.legend()
+        fig.tight_layout()
+    return fig
+
+
+@experiment("brorl_small", paper=PAPER,
+            claims=("small_phase1_plateau", "small_large_n_improves_beyond_plateau",
+                    "small_large_n_beats_n8_equal_rollouts",
+                    "small_large_n_beats_n8_equal_wall_time",
+                    "small_mass_decrease_vanishes_sampled_pg"),
+            default_seeds=8, quick_seeds=4)
+def run_small_experiment(ctx):
+    """BroRL on the tiny transformer: N=8 vs N=64 from a plateaued GRPO checkpoint, and the
+    mass balance on the model's own token distribution."""
+    res = run_small(ctx.key(21), ctx.quick, ctx.seeds)
+    mass = small_mass_frame(res["sweep"])
+    ctx.save_table(mass, "brorl_small_mass_balance")
+    ctx.save_table(pd.concat([r.eval_frame().assign(arm=n) for n, r in res["arms"].items()]),
+                   "brorl_small_phase2")
+    ctx.save_figure(small_figure(res, mass), "brorl_small")
+    p1, s64 = res["p1"], res["s64"]
+    ph = np.asarray(res["phase1"].evals["pass_at"])[:, :, 0]
+    control = tiny_grpo.control(ph[0], ph[-1], name="phase-1 GRPO N=8 vs SFT base")
+    plateau = stats.equivalence(ph[-1], ph[-2], PLATEAU_MARGIN)
+    a8 = np.asarray(res["arms"]["N=8"].evals["pass_at"])[:, :, 0]    # evals every s64 steps
+    a64 = np.asarray(res["arms"]["N=64"].evals["pass_at"])[:, :, 0]
+    beyond = stats.paired_difference(a64[-1], a64[0])
+    equal_r = stats.paired_difference(a64[-1], a8[-1])
+    ratio = res["seconds"]["N=64"] / res["seconds"]["N=8"]
+    # N=8 at the wall time of s64 N=64 steps: its evaluations are every eval_every steps;
+    # interpolate
+    # in steps, capped at the run's end (8 x s64 steps)
+    x = np.asarray(res["arms"]["N=8"].evals["step"], float)
+    wall_steps = min(ratio * s64, x[-1])
+    a8_wall = np.array([np.interp(wall_steps, x, a8[:, s]) for s in range(a8.shape[1])])
+    equal_w = stats.paired_difference(a64[-1], a8_wall)
+    nmax = SMALL_N_VALUES[-1]
+    p_first, p_last = mass.pg_p_decrease.iloc[0], mass.pg_p_decrease.iloc[-1]
+    q0 = float(np.mean(np.sum(np.where(res["correct"], _softmax(res["logits"]), 0), -1)))
+    common = dict(setting="small model", paper_ref=REF)
+    setting = (f"{ctx.seeds} seeds; phase 1: B={p1.num_prompts}, N=8, {p1.steps} steps; phase "
+               f"2 from seed 0's final policy: N=64 x {s64} steps vs N=8 x "
+               f"{N_LARGE_LM // N_SMALL_LM * s64} steps; held-out {p1.eval_problems} x "
+               f"{p1.eval_samples}; {control.reason}")
+    claims = [
+        claim("small_phase1_plateau",
+              "phase-1 GRPO (N=8) has saturated: held-out pass@1 no longer moves",
+              plateau.mean, plateau.equivalent,
+              f"paired TOST of the last evaluation minus the one {p1.eval_every} steps before, "
+              f"margin {PLATEAU_MARGIN}: equivalent at 5%",
+              paper_value="ProRL saturates after ~3K steps", reason=f"{plateau}; {setting}",
+              **common),
+        claim("small_large_n_improves_beyond_plateau",
+              "continuing the saturated checkpoint with N=64 raises held-out pass@1",
+              beyond.mean, beyond.above(0),
+              f"paired 95% t-interval of N=64's pass@1 after {s64} steps minus at the "
+              "checkpoint lies above 0",
+              paper_value="continuous improvement beyond the saturation point",
+              reason=f"{beyond}; N=8 over {N_LARGE_LM // N_SMALL_LM * s64} steps: "
+                     f"{stats.paired_difference(a8[-1], a8[0])}; {setting}", **common),
+        claim("small_large_n_beats_n8_equal_rollouts",
+              "from the checkpoint N=64 ends above N=8 at equal rollouts",
+              equal_r.mean, equal_r.above(0),
+              "paired 95% t-interval of pass@1 N=64 - N=8 after the same phase-2 rollouts "
+              "lies above 0", paper_value="BroRL (N=512) revives; ProRL (N=16) does not",
+              reason=f"{equal_r}; {setting}", **common),
+        claim("small_large_n_beats_n8_equal_wall_time",
+              "from the checkpoint N=64 ends above N=8 at equal wall time (this machine)",
+              equal_w.mean, equal_w.above(0),
+              f"paired 95% t-interval of pass@1 N=64 - N=8 at N=64's wall time lies above 0 "
+              f"(N=8 read at {wall_steps:.1f} steps, interpolated between evaluations)",
+              paper_value="large N nearly doubles generation throughput on GPUs",
+              reason=f"{equal_w}; steady-state seconds per step N=8 "
+                     f"{res['seconds']['N=8']:.3f}, N=64 {res['seconds']['N=64']:.3f} (ratio "
+                     f"{ratio:.2f}; 8 = equal rollouts; on CPU decoding is compute-bound, so "
+                     f"large N buys no throughput); {setting}", **common),
+        claim("small_mass_decrease_vanishes_sampled_pg",
+              "on the transformer's own tens-digit distribution, one sampled policy-gradient "
+              "step lowers the correct mass less often as N grows, and almost never at large N",
+              p_last, bool(p_last < p_first and p_last < 0.01),
+              f"P(exact dQ_pos < 0) over prompts x trials: at N={nmax} below 1% and below N=1's",
+              paper_value="-> 0 as N grows (no numbers public)",
+              reason="P(dQ<0) sampled PG / idealised by N: " + ", ".join(
+                  f"{n}: {a:.3f}/{b:.3f}" for n, a, b in zip(mass.N, mass.pg_p_decrease,
+                                                               mass.ideal_p_decrease))
+                     + f"; mean unsampled term at N=8 {mass.pg_unsampled.iloc[3]:+.2e} vs "
+                       f"total {mass.pg_total.iloc[3]:+.2e}; {res['logits'].shape[0]} decisions "
+                       f"of the checkpoint (vocabulary {res['logits'].shape[1]}), mean correct "
+                       f"mass {q0:.3f}; exact change over the whole vocabulary, lr 0.01",
+              **common),
+    ]
+    return [claims[0]] + stats.gate(claims[1:4], control) + [claims[4]]
+
+
+def _softmax(z):
+    z = np.asarray(z, np.float64)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
