@@ -183,6 +183,12 @@ CLAIM_SOURCES: dict[str, tuple[str, str]] = {
     "imagination_sample_efficiency": ("DynaWeb", "abstract"),
     "expert_raises_final_success": ("DynaWeb", "abstract"),
     "expert_lowers_seed_variance": ("DynaWeb", "abstract"),
+    # SAR
+    "sar_lowers_fd_vs_tf": ("SAR", "abstract"),
+    "sar_one_extra_forward_pass": ("SAR", "abstract"),
+    "sar_shrinks_mismatch": ("SAR", "abstract"),
+    "full_student_forcing_worse": ("SAR", "abstract"),
+    "alternating_schedule_worse": ("SAR", "abstract"),
 }
 
 

@@ -6,6 +6,7 @@ one line naming the value and what is allowed, exit status 2, no traceback, noth
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -102,6 +103,8 @@ def _build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="performance ratios")
     bench.add_argument("--quick", action="store_true", help="small sizes")
     bench.add_argument("--only", default=None, action=_Once, metavar="NAME", help="one measure")
+    bench.add_argument("--json", action="store_true",
+                       help="one JSON list of {name, ratio, details, quick} on stdout")
     parser.subcommands = sub.choices
     return parser
 
@@ -139,8 +142,12 @@ def _cmd_list(args) -> int:
     reg = experiments.registry()
     for module, err in experiments.LOAD_ERRORS.items():
         print(f"warning: simulations/{module}.py failed to import: {err}", file=sys.stderr)
+    timings = experiments.read_timings()
     for name, exp in reg.items():
-        print(f"{name}  [{exp.paper}]  {exp.description}")
+        times = timings.get(name, {})
+        shown = "  ".join(f"{mode} {experiments.format_seconds(times.get(mode, {}).get('seconds'))}"
+                          for mode in ("quick", "full"))
+        print(f"{name}  [{exp.paper}]  ({shown})  {exp.description}")
         for c in exp.claims:
             print(f"    - {c}")
     return 0
@@ -202,8 +209,16 @@ def _cmd_bench(args) -> int:
             raise UsageError(f"unknown benchmark {_shown(args.only)}; valid: "
                              f"{', '.join(names)}")
         names = [args.only]
+    measures = []
     for name in names:
-        print(benchmarks.run(name, quick=args.quick).line(), flush=True)
+        measure = benchmarks.run(name, quick=args.quick)
+        measures.append(measure)
+        if args.json:
+            print(measure.line(), file=sys.stderr, flush=True)
+        else:
+            print(measure.line(), flush=True)
+    if args.json:
+        print(json.dumps([m.as_dict(quick=args.quick) for m in measures], indent=1))
     return 0
 
 

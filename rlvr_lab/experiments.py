@@ -23,6 +23,7 @@ import importlib.util
 import inspect
 import json
 import math
+import os
 import pkgutil
 import sys
 import time
@@ -503,11 +504,56 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
                            f"but returned {sorted(got)}")
     result = Result(experiment=name, paper=exp.paper, claims=claims, figures=ctx.figures,
                     tables=ctx.tables, seconds=seconds, config_hash=chash, error=error)
+    # only runs into the tracked figures (``reproduce``) are the toolkit's measured times
+    if not error and out.resolve() == default_out_dir(quick).resolve():
+        record_time(name, quick=quick, seeds=seeds, seconds=seconds)
     atomic_write_text(path, json.dumps({
         "experiment": name, "paper": exp.paper, "config_hash": chash, "quick": quick,
         "seeds": seeds, "seconds": seconds, "figures": ctx.figures, "tables": ctx.tables,
         "error": error, "claims": [dataclasses.asdict(c) for c in claims]}, indent=1))
     return result
+
+
+TIMINGS_FILE = "timings.json"
+
+
+def timings_path() -> Path:
+    """``<figures>/timings.json``: the last measured wall time of every experiment, quick and
+    full, kept with the committed figures so ``rlvr-lab list`` shows typical runtimes."""
+    return plotting.figures_dir() / TIMINGS_FILE
+
+
+def read_timings(path: str | Path | None = None) -> dict:
+    """``{name: {"quick" | "full": {"seconds", "seeds", "date", "cpus"}}}``; ``{}`` when the
+    file is missing or unreadable (timings are informative, never required)."""
+    path = Path(path) if path is not None else timings_path()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def record_time(name: str, *, quick: bool, seeds: int, seconds: float,
+                path: str | Path | None = None) -> None:
+    """Store one computed run's wall time (a reused result is not a measurement). Skipped
+    silently where the figures folder does not exist (an installed package outside a
+    checkout)."""
+    path = Path(path) if path is not None else timings_path()
+    if not path.parent.is_dir():
+        return
+    data = read_timings(path)
+    data.setdefault(name, {})["quick" if quick else "full"] = {
+        "seconds": round(float(seconds), 1), "seeds": int(seeds),
+        "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()}
+    atomic_write_text(path, json.dumps(dict(sorted(data.items())), indent=1) + "\n")
+
+
+def format_seconds(seconds: float | None) -> str:
+    """``"42 s"``, ``"3.5 min"``; ``"-"`` when unknown."""
+    if seconds is None:
+        return "-"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def _bib_ref(claim_id: str) -> str:

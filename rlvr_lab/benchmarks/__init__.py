@@ -15,7 +15,7 @@ from typing import Callable
 from rlvr_lab._registry import Registry
 
 _MEASURES: Registry = Registry("benchmark")
-MODULES = ("bandit", "transformer")   # the modules that register measures
+MODULES = ("bandit", "rl_step", "transformer")   # the modules that register measures
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,10 @@ class Measure:
 
     def line(self) -> str:
         return f"{self.name}: {self.ratio:.3g} x ({self.details})"
+
+    def as_dict(self, *, quick: bool) -> dict:
+        return {"name": self.name, "ratio": float(self.ratio), "details": self.details,
+                "quick": bool(quick)}
 
 
 def benchmark(name: str, *, overwrite: bool = False):

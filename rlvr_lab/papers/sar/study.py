@@ -5,8 +5,8 @@ per seed, with the measurements the claims need.
 
 * ``curves``: one row per (arm, seed, step) -- Fréchet distance, support rate, pyramid
   consistency and per-scale marginal TV of ``num_samples`` generated images, at the end of
-  pre-training (step 0 of every arm), after every post-training chunk, and at the middle of
-  pre-training (arm ``pretrain``, negative step: the positive control);
+  pre-training (step 0 of every arm), after every post-training chunk, and at the start and
+  the middle of pre-training (arm ``pretrain``, negative steps: the positive control);
 * ``scales``: one row per (arm, seed, scale) at the end of an arm (``base`` = the pre-trained
   model) -- teacher-forced CE, CE on the model's own one-step contexts, their difference (the
   train-test mismatch), the per-scale gradient norm, and the exact optimum of the
@@ -131,10 +131,13 @@ def run_study(key: jax.Array, num_seeds: int, config: StudyConfig, progress=None
     probe = E.make_probe(graphdef, law_cfg, law, k_probe, config.num_samples, config.num_probe,
                          config.sample_temperature)
     specs = config.arm_specs()
-    tf_knobs = T.knobs(T.arms()["tf"])
+    tf_knobs = T.knobs(T.arms()["tf"], law_cfg.scales)
 
     curves, scale_rows, timing, train_rows = [], [], [], []
     n_pre = tc.pretrain_steps // config.chunk
+    # the untrained model: the positive control's starting point
+    curves += _quality_rows(probe(state.params), "pretrain", -tc.pretrain_steps, law, law_cfg,
+                            stats)
     for i in progress(range(n_pre), "pre-training"):
         state, info = chunk(state, data_keys, i * config.chunk, tf_knobs, tc.pretrain_lr)
         train_rows += _train_rows(info, "pretrain", i * config.chunk)
@@ -154,7 +157,7 @@ def run_study(key: jax.Array, num_seeds: int, config: StudyConfig, progress=None
         for spec in specs:
             start = time.perf_counter()
             new, info = chunk(states[spec.name], data_keys, t0 + i * config.chunk,
-                              T.knobs(spec), tc.post_lr)
+                              T.knobs(spec, law_cfg.scales), tc.post_lr)
             jax.block_until_ready(new)
             timing.append({"arm": spec.name, "chunk": i, "steps": config.chunk,
                            "seconds": time.perf_counter() - start})

@@ -1,31 +1,32 @@
 """Teacher-forced pre-training and the post-training arms of SAR (arXiv:2512.06421).
 
-Every arm trains with Adam on fresh batches of the exact law; one step of an arm:
+Every arm trains with Adam on fresh batches of the exact law. The arms follow the authors'
+public training code (its ``training_mode`` options), where it differs from a reading of the
+abstract the code wins:
 
 * ``tf`` -- **teacher forcing**: one forward pass on the ground-truth pyramid, the mean
   per-token cross-entropy ``CE_TF`` (every scale, every token, as VAR) -- also the
   pre-training step;
-* ``sar`` -- **Stagger-Scale Rollout + Contrastive Student-Forcing Loss**: the teacher-forced
-  pass gives, for every scale ``k`` at once, the model's one-step prediction of scale ``k``
-  from the ground-truth coarser scales; drawing tokens from it (the rollout's randomness
-  option: ``rollout_temperature`` 1 samples, 0 takes the argmax) and shifting them one scale
-  down as inputs gives a *staggered* pyramid in which every scale sees the model's own
-  predictions of its coarser scales. A second forward pass on it (the one extra pass) gives
-  the student-forced logits. CSFL supervises them with the teacher-forced prediction of the
-  same position (its distribution, gradient stopped) rather than the ground truth, so the
-  target for a self-generated context is anchored on the teacher-forced path:
-  ``L = CE_TF + lambda * CE(stop_grad(p_TF), p_SF)`` over the scales after the first (whose
-  input, the class, is the same in both passes);
-* ``student`` -- **full student forcing**: the contexts come from a free-running generation
-  of the whole pyramid (one pass per scale, the class of the batch item, the same
-  temperature), then the same loss as ``sar`` -- the only difference to ``sar`` is the
-  rollout depth;
-* ``alternating`` -- **alternating schedule**: even steps ``CE_TF`` only, odd steps the CSFL
-  term only (the staggered rollout of ``sar``, without the teacher-forced anchor in the same
-  update).
+* ``sar`` -- **Stagger-Scale Rollout + Contrastive Student-Forcing Loss** (code:
+  ``csfl``): the teacher-forced pass gives, for every scale ``k`` at once, the model's
+  one-step prediction of scale ``k`` from the ground-truth coarser scales; drawing tokens from
+  it (the rollout's randomness option: ``rollout_temperature`` 1 samples, 0 takes the argmax)
+  and shifting them one scale down as inputs gives a *staggered* pyramid in which every scale
+  sees the model's own prediction of its parent scale. A second forward pass on it (the one
+  extra pass) gives student-forced logits, supervised with the **ground-truth** tokens; the
+  teacher-forced loss of the same batch is the anchor:
+  ``L = CE_TF + lambda * CE_SF`` (``CE_SF`` over the scales after the first, whose input --
+  the class -- is the same in both passes);
+* ``student`` -- **full student forcing** (code: ``student_forcing``): the contexts come from
+  a free-running generation of the whole pyramid (one pass per scale), every scale's tokens
+  supervised with the ground truth, no teacher-forced term;
+* ``alternating`` -- **alternating schedule** (code: ``alternating``): within one step the
+  scales alternate -- even scales teacher-forced, odd scales fed the model's one-step
+  prediction of their parent -- in one mean over all tokens.
 
-``csfl_target="ground_truth"`` replaces the teacher-anchored target with the ground-truth
-tokens (plain student forcing on the staggered contexts), an ablation of CSFL.
+``csfl_target="teacher"`` (arm ``sar_distill``) replaces the ground-truth target of the
+student pass with the teacher-forced prediction of the same position (a distillation reading
+of "anchored on the teacher-forced path"); kept as an ablation, not the paper's method.
 
 Arms of one seed share the pre-trained model, every batch and every random draw (paired).
 :func:`make_chunk` returns a jitted ``lax.scan`` over steps, ``vmap``-ped over seeds.
@@ -54,14 +55,17 @@ TARGETS = ("teacher", "ground_truth")
 class Arm:
     """One post-training recipe. ``rollout``: ``none`` (teacher forcing only), ``ssr`` (one-step
     staggered rollout), ``full`` (free-running rollout of all scales). The loss of step ``t``
-    is ``tf_weight[t % 2] * CE_TF + sf_weight[t % 2] * CSFL``."""
+    is ``tf_weight[t % 2] * CE_TF + sf_weight[t % 2] * CE_SF``; with ``alternate_scales`` the
+    teacher-forced term covers the even scales and the student term the odd ones, both
+    normalised by the total token count (one mean over the pyramid)."""
 
     name: str
     rollout: str = "none"
     tf_weight: tuple[float, float] = (1.0, 1.0)
     sf_weight: tuple[float, float] = (0.0, 0.0)
-    csfl_target: str = "teacher"
+    csfl_target: str = "ground_truth"
     rollout_temperature: float = 1.0
+    alternate_scales: bool = False
 
     def __post_init__(self):
         check_choice("rollout", self.rollout, ROLLOUTS)
@@ -76,19 +80,28 @@ class Arm:
             raise ValueError(f"rollout_temperature={t!r} must be a number >= 0 (0 = argmax)")
         if self.rollout == "none" and any(self.sf_weight):
             raise ValueError(f"sf_weight={self.sf_weight!r} needs a rollout; rollout='none'")
+        if not isinstance(self.alternate_scales, bool):
+            raise ValueError(f"alternate_scales={self.alternate_scales!r} must be True or False")
+        if self.alternate_scales and self.rollout != "ssr":
+            raise ValueError(f"alternate_scales=True needs rollout='ssr', got "
+                             f"{self.rollout!r}")
 
 
 def arms(csfl_weight: float = 1.0, temperature: float = 1.0) -> dict[str, Arm]:
     """The arms of the study (see the module docstring); ``sar_argmax`` is SAR without the
-    rollout's randomness (argmax one-step predictions)."""
+    rollout's randomness (argmax one-step predictions), ``sar_distill`` the teacher-target
+    ablation."""
     lam, t = float(csfl_weight), float(temperature)
     return {
         "tf": Arm("tf"),
         "sar": Arm("sar", "ssr", sf_weight=(lam, lam), rollout_temperature=t),
         "sar_argmax": Arm("sar_argmax", "ssr", sf_weight=(lam, lam), rollout_temperature=0.0),
-        "student": Arm("student", "full", sf_weight=(lam, lam), rollout_temperature=t),
-        "alternating": Arm("alternating", "ssr", tf_weight=(1.0, 0.0), sf_weight=(0.0, lam),
+        "sar_distill": Arm("sar_distill", "ssr", sf_weight=(lam, lam), csfl_target="teacher",
                            rollout_temperature=t),
+        "student": Arm("student", "full", tf_weight=(0.0, 0.0), sf_weight=(1.0, 1.0),
+                       rollout_temperature=t),
+        "alternating": Arm("alternating", "ssr", sf_weight=(1.0, 1.0), rollout_temperature=t,
+                           alternate_scales=True),
     }
 
 
@@ -144,15 +157,33 @@ class Knobs(NamedTuple):
     mode: jax.Array          # [] int32
     tf_weight: jax.Array     # [2] float32, by step parity
     sf_weight: jax.Array     # [2]
-    teacher: jax.Array       # [] bool, CSFL target is the teacher-forced prediction
+    teacher: jax.Array       # [] bool, the student target is the teacher-forced prediction
     temperature: jax.Array   # [] rollout temperature (0 = argmax)
+    tf_mask: jax.Array       # [T] float32, positions of the teacher-forced term
+    sf_mask: jax.Array       # [T] float32, positions of the student term
+    tf_norm: jax.Array       # [] token count each term is divided by
+    sf_norm: jax.Array       # []
 
 
-def knobs(arm: Arm) -> Knobs:
+def knobs(arm: Arm, scales) -> Knobs:
+    """``arm`` as :class:`Knobs` for a law with token-map sizes ``scales``."""
+    blocks = D.block_ids(tuple(scales))
+    every = np.ones(blocks.shape, np.float32)
+    if arm.alternate_scales:
+        tf_mask, sf_mask = (blocks % 2 == 0).astype(np.float32), (blocks % 2 == 1).astype(
+            np.float32)
+        tf_norm = sf_norm = float(blocks.size)
+    else:
+        # the first scale's input (the class) is the same in both passes: a staggered pass
+        # adds nothing there; a free-running rollout supervises every scale
+        sf_mask = every if arm.rollout == "full" else (blocks > 0).astype(np.float32)
+        tf_mask, tf_norm, sf_norm = every, float(blocks.size), float(sf_mask.sum())
     return Knobs(jnp.asarray(ROLLOUTS.index(arm.rollout), jnp.int32),
                  jnp.asarray(arm.tf_weight, jnp.float32), jnp.asarray(arm.sf_weight, jnp.float32),
                  jnp.asarray(arm.csfl_target == "teacher"),
-                 jnp.asarray(arm.rollout_temperature, jnp.float32))
+                 jnp.asarray(arm.rollout_temperature, jnp.float32), jnp.asarray(tf_mask),
+                 jnp.asarray(sf_mask), jnp.asarray(tf_norm, jnp.float32),
+                 jnp.asarray(max(sf_norm, 1.0), jnp.float32))
 
 
 class StepInfo(NamedTuple):
@@ -169,8 +200,6 @@ def make_loss(graphdef, law: D.LawConfig):
     rollout)."""
     scales = law.scales
     S = len(scales)
-    later = jnp.asarray(D.block_ids(scales) > 0)
-    n_later = float(later.sum())
     blocks = jnp.asarray(D.block_ids(scales))
 
     def full_context(params, u, classes, temperature):
@@ -182,7 +211,7 @@ def make_loss(graphdef, law: D.LawConfig):
     def loss(params, u, classes, flat, t, kn: Knobs):
         logits_tf = M.forward(graphdef, params, classes, flat)
         ce = token_ce(logits_tf, flat)                                   # [B, T]
-        ce_tf = ce.mean()
+        ce_tf = (ce * kn.tf_mask).sum(-1).mean() / kn.tf_norm
 
         def student(params):
             frozen = jax.lax.stop_gradient(params)
@@ -192,7 +221,7 @@ def make_loss(graphdef, law: D.LawConfig):
             logits_sf = M.forward(graphdef, params, classes, ctx)
             term = jnp.where(kn.teacher, soft_ce(logits_tf, logits_sf),
                              token_ce(logits_sf, flat))
-            return jnp.where(later[None], term, 0.0), token_ce(logits_sf, flat)
+            return term * kn.sf_mask, token_ce(logits_sf, flat)
 
         def no_student(params):
             return jnp.zeros_like(ce), jnp.zeros_like(ce)
@@ -201,7 +230,7 @@ def make_loss(graphdef, law: D.LawConfig):
         # no student pass when the arm has no rollout or its weight is 0 this step
         run_student = (kn.mode > 0) & (kn.sf_weight[parity] > 0)
         term, ce_sf = jax.lax.cond(run_student, student, no_student, params)
-        csfl = term.sum(-1).mean() / n_later
+        csfl = term.sum(-1).mean() / kn.sf_norm
         total = kn.tf_weight[parity] * ce_tf + kn.sf_weight[parity] * csfl
         info = StepInfo(total, per_scale_mean(ce, scales).mean(0),
                         per_scale_mean(jax.lax.stop_gradient(ce_sf), scales).mean(0),
@@ -286,6 +315,7 @@ def forward_passes(graphdef, params, law_cfg: D.LawConfig, law: D.Law, arm_list,
     def value(params, t, kn):
         return loss(params, u, classes, flat, t, kn)[0]
 
-    probe = M.instrument(value, params, jnp.int32(0), knobs(arm_list[0]))
-    return {arm.name: 0.5 * sum(M.count_executed(probe, params, jnp.int32(t), knobs(arm))
+    probe = M.instrument(value, params, jnp.int32(0), knobs(arm_list[0], law_cfg.scales))
+    return {arm.name: 0.5 * sum(M.count_executed(probe, params, jnp.int32(t),
+                                                         knobs(arm, law_cfg.scales))
                                 for t in (0, 1)) for arm in arm_list}

@@ -1,0 +1,84 @@
+"""Small-model RL step speed: model FLOPs utilisation of one GRPO step, single and 8 seeds.
+
+The step is the one every small-model study repeats: draw 8 prompts, sample 8 completions
+each (prompt width 8, 32 new tokens, KV cache), verify them on the host, and one full-batch
+PPO-clip update with beta = 0 (no reference pass), through :class:`rlvr_lab.train.sequence.
+Trainer` exactly as the studies call it. The model is the issue's reference size (d_model 128,
+4 layers, 4 heads, ~0.8M parameters; random weights: the cost of a step does not depend on
+them, every completion runs to the full 32 tokens in the compiled decode loop).
+
+Model FLOPs per step = 2 x params per generated token + 6 x params per trained token
+(prompt + completion, padded), the usual accounting; MFU = model FLOP/s over the FLOP/s of a
+2048^2 float32 matmul measured in the same run.
+
+- ``rl_step_mfu``: one seed;
+- ``rl_step_mfu_8_seeds``: 8 seeds vmapped in one call, per-seed MFU (FLOPs of 8 steps over the
+  time of the batched step), the price a multi-seed study pays per seed.
+"""
+from __future__ import annotations
+
+import jax
+
+from rlvr_lab.benchmarks import Measure, benchmark, best_time
+from rlvr_lab.benchmarks.transformer import matmul_peak
+from rlvr_lab.models import transformer
+from rlvr_lab.train import sequence, sft
+
+PROMPTS, GENERATIONS, NEW_TOKENS = 8, 8, 32
+
+
+def step_config(quick: bool) -> sequence.SequenceRLConfig:
+    # arithmetic with 1-2 digit operands: prompt width 8; 8 solution tokens + 24 slack = 32
+    base = sft.SFTConfig(difficulties=(1, 2), d_model=128, n_layers=4, n_heads=4,
+                         gen_slack=NEW_TOKENS - 8, num_heldout=64, num_train=64, steps=1)
+    return sequence.SequenceRLConfig(base=base, num_prompts=PROMPTS,
+                                     num_generations=GENERATIONS, beta=0.0, warmup_steps=0,
+                                     num_train_problems=512, eval_problems=8)
+
+
+def step_flops(config: sequence.SequenceRLConfig) -> float:
+    mc = config.base.model_config()
+    rows = config.num_prompts * config.num_generations
+    new = config.base.max_new_tokens
+    return rows * (2.0 * mc.num_params * new + 6.0 * mc.num_params * (mc.max_len))
+
+
+def _measure(name: str, quick: bool, num_seeds: int) -> Measure:
+    config = step_config(quick)
+    policy = transformer.init(jax.random.key(0), config.base.model_config())
+    trainer = sequence.Trainer(config, base_policy=policy)
+    state = trainer.init_state(num_seeds)
+    key = jax.random.key(1)
+    state, _ = trainer.train_step(key, state, 0)           # compile
+    jax.block_until_ready(state)
+    holder = {"state": state, "step": 1}
+
+    def one():
+        holder["state"], _ = trainer.train_step(key, holder["state"], holder["step"])
+        holder["step"] += 1
+        jax.block_until_ready(holder["state"])
+
+    seconds = best_time(one, 3 if quick else 8)
+    peak = matmul_peak(2048, 3)
+    flops = num_seeds * step_flops(config)
+    mfu = flops / seconds / peak
+    mc = config.base.model_config()
+    per = f"{seconds / num_seeds * 1e3:.0f} ms per seed-step, " if num_seeds > 1 else ""
+    return Measure(name, mfu,
+                   f"MFU {mfu:.1%} per seed: GRPO step (rollout + verify + update) of "
+                   f"{mc.num_params / 1e6:.2f}M params, {PROMPTS}x{GENERATIONS} completions, "
+                   f"prompt {config.base.prompt_width} + {config.base.max_new_tokens} new tokens"
+                   f", beta 0, {num_seeds} seed(s): {seconds * 1e3:.0f} ms per step ({per}"
+                   f"{flops / seconds / 1e9:.1f} GFLOP/s model vs {peak / 1e9:.1f} GFLOP/s "
+                   f"matmul peak); goal >= {0.5 if num_seeds == 1 else 0.4}; "
+                   f"{jax.devices()[0].platform}")
+
+
+@benchmark("rl_step_mfu")
+def rl_step_mfu(quick: bool) -> Measure:
+    return _measure("rl_step_mfu", quick, 1)
+
+
+@benchmark("rl_step_mfu_8_seeds")
+def rl_step_mfu_8_seeds(quick: bool) -> Measure:
+    return _measure("rl_step_mfu_8_seeds", quick, 8)
