@@ -100,11 +100,16 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--strict", action="store_true", help="exit 1 if any claim fails")
     rep.add_argument("--format", choices=FORMATS, default="table", help="claims output format")
     rep.add_argument("--force", action="store_true", help="rerun even if results exist")
+    rep.add_argument("--jobs", type=_positive_int, default=None, action=_Once, metavar="N",
+                     help="experiments run at once, in separate processes (default 2 on a "
+                          "machine with 2 or more cores, else 1; same numbers)")
     bench = sub.add_parser("bench", help="performance ratios")
     bench.add_argument("--quick", action="store_true", help="small sizes")
     bench.add_argument("--only", default=None, action=_Once, metavar="NAME", help="one measure")
     bench.add_argument("--json", action="store_true",
-                       help="one JSON list of {name, ratio, details, quick} on stdout")
+                       help="one JSON list of {name, ratio, details, goal, quick} on stdout")
+    bench.add_argument("--save", action="store_true",
+                       help="also write bench.json and bench.png/.pdf into the figures folder")
     parser.subcommands = sub.choices
     return parser
 
@@ -185,7 +190,9 @@ def _cmd_reproduce(args) -> int:
         if args.only.lower() not in {p.lower() for p in papers}:
             raise UsageError(f"unknown paper {_shown(args.only)}; valid: {', '.join(papers)}")
     _check_out_dir(str(experiments.default_out_dir(args.quick)))
-    results, df = experiments.reproduce(quick=args.quick, only=args.only, force=args.force)
+    jobs = experiments.default_jobs() if args.jobs is None else args.jobs
+    results, df = experiments.reproduce(quick=args.quick, only=args.only, force=args.force,
+                                        jobs=jobs)
     out = experiments.default_out_dir(args.quick)
     experiments.sync_readme(df, out, quick=args.quick)  # README verdict table (full runs)
     print(_render(df, args.format, quick=args.quick))
@@ -217,8 +224,18 @@ def _cmd_bench(args) -> int:
             print(measure.line(), file=sys.stderr, flush=True)
         else:
             print(measure.line(), flush=True)
+    records = [m.as_dict(quick=args.quick) for m in measures]
     if args.json:
-        print(json.dumps([m.as_dict(quick=args.quick) for m in measures], indent=1))
+        print(json.dumps(records, indent=1))
+    if args.save:
+        from rlvr_lab import io, plotting
+
+        out = io.figures_dir()
+        io.atomic_write_text(out / "bench.json", json.dumps(records, indent=1) + "\n")
+        fig = benchmarks.figure(measures, title=f"rlvr-lab bench{' --quick' if args.quick else ''}"
+                                f" ({os.cpu_count()} CPU cores)")
+        plotting.save_figure(fig, "bench", out)
+        print(f"wrote {out / 'bench.json'} and bench.png/.pdf", file=sys.stderr)
     return 0
 
 

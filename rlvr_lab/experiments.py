@@ -36,7 +36,7 @@ import pandas as pd
 
 from rlvr_lab import io as _io
 from rlvr_lab import plotting
-from rlvr_lab._registry import Registry
+from rlvr_lab._registry import Registry, positive_int
 
 CLAIM_COLUMNS = ("experiment", "paper", "setting", "claim", "statement", "paper_value",
                  "paper_ref", "measured", "measured_text", "criterion", "verdict", "reason")
@@ -542,11 +542,32 @@ def record_time(name: str, *, quick: bool, seeds: int, seconds: float,
     path = Path(path) if path is not None else timings_path()
     if not path.parent.is_dir():
         return
-    data = read_timings(path)
-    data.setdefault(name, {})["quick" if quick else "full"] = {
-        "seconds": round(float(seconds), 1), "seeds": int(seeds),
-        "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()}
-    atomic_write_text(path, json.dumps(dict(sorted(data.items())), indent=1) + "\n")
+    with _file_lock(path.with_name(path.name + ".lock")):   # parallel reproduce workers
+        data = read_timings(path)
+        data.setdefault(name, {})["quick" if quick else "full"] = {
+            "seconds": round(float(seconds), 1), "seeds": int(seeds),
+            "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()}
+        atomic_write_text(path, json.dumps(dict(sorted(data.items())), indent=1) + "\n")
+
+
+class _file_lock:
+    """An exclusive ``flock`` on ``path`` (a no-op where ``fcntl`` does not exist)."""
+
+    def __init__(self, path: Path):
+        self.path, self.handle = path, None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:
+            return self
+        self.handle = open(self.path, "a")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.handle is not None:
+            self.handle.close()         # closing releases the lock
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -633,19 +654,75 @@ def select(only: str | None = None) -> list[str]:
     return sorted(n for n, e in reg.items() if e.paper == by_paper[only.lower()])
 
 
+def default_jobs() -> int:
+    """Worker processes for ``reproduce``: 2 where there are at least 2 CPU cores (XLA's
+    compiler is single-threaded and small models leave a core idle; two experiments at once
+    fill it), else 1."""
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+def _run_in_worker(name: str, quick: bool, out: str, force: bool) -> Result:
+    """A worker process's task (module level, so it pickles)."""
+    return run(name, quick=quick, out_dir=out, force=force, catch=True)
+
+
+def _failed(name: str, error: str) -> Result:
+    exp = get(name)
+    claims = [Claim(id=c, paper=exp.paper, statement="experiment failed", paper_value="",
+                    measured=float("nan"), criterion="", verdict="fail", reason=error,
+                    experiment=name, setting=exp.setting) for c in exp.claims]
+    return Result(experiment=name, paper=exp.paper, claims=claims, figures=[], tables=[],
+                  seconds=0.0, config_hash="", error=error)
+
+
+def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: bool,
+                  bar) -> list[Result]:
+    """Run experiments in ``jobs`` fresh processes, the longest (by their last recorded time)
+    first so the workers finish together. Each experiment's numbers do not depend on where it
+    runs (its own keys, its own process)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    mode = "quick" if quick else "full"
+    last = read_timings()
+    order = sorted(names_, key=lambda n: -(last.get(n, {}).get(mode, {}).get("seconds")
+                                           or float("inf")))
+    done: dict[str, Result] = {}
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_run_in_worker, n, quick, str(out), force): n for n in order}
+        for fut in as_completed(futures):
+            name = futures[fut]
+            try:
+                done[name] = fut.result()
+            except Exception as err:  # noqa: BLE001 - a crashed worker fails its experiment
+                done[name] = _failed(name, f"worker process failed: {type(err).__name__}: "
+                                           f"{err}")
+            bar.set_postfix_str(name)
+            bar.update(1)
+    return [done[n] for n in names_]
+
+
 def reproduce(*, quick: bool = False, only: str | None = None,
               out_dir: str | Path | None = None, progress: bool = True,
-              force: bool = False) -> tuple[list[Result], pd.DataFrame]:
-    """Run (or reuse) every selected experiment and write claims.csv and CLAIMS.md."""
+              force: bool = False, jobs: int = 1) -> tuple[list[Result], pd.DataFrame]:
+    """Run (or reuse) every selected experiment and write claims.csv and CLAIMS.md.
+
+    ``jobs`` > 1 runs that many experiments at once in separate processes (same numbers)."""
     from tqdm.auto import tqdm
 
+    positive_int("jobs", jobs)
     names_ = select(only)
     out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
     results = []
-    bar = tqdm(names_, desc="reproduce", unit="exp", disable=not progress)
-    for name in bar:
-        bar.set_postfix_str(name)
-        results.append(run(name, quick=quick, out_dir=out, force=force, catch=True))
+    if jobs > 1 and len(names_) > 1:
+        with tqdm(total=len(names_), desc=f"reproduce ({jobs} processes)", unit="exp",
+                  disable=not progress) as bar:
+            results = _run_parallel(names_, jobs, quick, out, force, bar)
+    else:
+        bar = tqdm(names_, desc="reproduce", unit="exp", disable=not progress)
+        for name in bar:
+            bar.set_postfix_str(name)
+            results.append(run(name, quick=quick, out_dir=out, force=force, catch=True))
     if only is not None:  # keep the other papers' rows of an earlier full table
         results = _merge_previous(out, results)
     return results, write_claims(results, out, quick=quick)

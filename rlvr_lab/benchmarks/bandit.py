@@ -138,4 +138,4 @@ def bandit_trainer(quick: bool) -> Measure:
                    f"B=32 G=8, 2 epochs x 4 minibatches, Adam, {steps} steps, metrics every "
                    f"step (JAX: all, numpy: accuracy); best of 3; {jax.device_count()} "
                    f"{jax.default_backend()} device(s), XLA threads on {os.cpu_count()} "
-                   f"cores, numpy 1 thread")
+                   f"cores, numpy 1 thread", goal=100.0)
