@@ -6,8 +6,12 @@ reward, advantage, loss, update. The core (``advantages``, ``losses``, ``metrics
 ``rlvr_lab.papers.<paper>`` and register themselves when imported (below, via ``papers``).
 ``allocation`` and ``theory`` are thin namespaces over the paper packages.
 """
-from rlvr_lab import advantages, losses, metrics  # noqa: F401  (core first: papers register into it)
-from rlvr_lab import papers  # noqa: F401
-from rlvr_lab import allocation, theory  # noqa: F401
+from rlvr_lab import io as _io
+
+_io.enable_compilation_cache()
+
+from rlvr_lab import advantages, losses, metrics  # noqa: E402,F401  (core first: papers register into it)
+from rlvr_lab import papers  # noqa: E402,F401
+from rlvr_lab import allocation, theory  # noqa: E402,F401
 
 __version__ = "0.1.0"

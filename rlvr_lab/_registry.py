@@ -7,7 +7,8 @@ registers what it adds when it is imported (``rlvr_lab.papers`` imports them all
 """
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from collections.abc import Callable, Collection
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -21,13 +22,14 @@ class Registry(Generic[T]):
     (defaults to the category).
     """
 
-    def __init__(self, category: str, what: str | None = None):
+    def __init__(self, category: str, what: str | None = None) -> None:
         self.category = category
         self.kind = what or category
         self._items: dict[str, T] = {}
         _CATEGORIES[category] = self
 
-    def register(self, name: str, obj: T | None = None, *, overwrite: bool = False):
+    def register(self, name: str, obj: T | None = None, *,
+                 overwrite: bool = False) -> T | Callable[[T], T]:
         """Register ``obj`` under ``name`` (usable as a decorator when ``obj`` is omitted).
 
         A name taken by another object raises unless ``overwrite=True`` (re-running a
@@ -54,7 +56,7 @@ class Registry(Generic[T]):
                 f"unknown {self.kind} {name!r}; valid: {', '.join(sorted(self._items))}"
             ) from None
 
-    def resolve(self, name_or_fn):
+    def resolve(self, name_or_fn: str | Callable[..., Any]) -> T | Callable[..., Any]:
         """A registered object by name; a callable passes through unchanged."""
         return name_or_fn if callable(name_or_fn) else self.get(name_or_fn)
 
@@ -65,7 +67,7 @@ class Registry(Generic[T]):
         return name in self._items
 
 
-def category(name: str) -> Registry:
+def category(name: str) -> Registry[Any]:
     """The registry of one category (``estimator``, ``loss``, ``stage``, ...)."""
     try:
         return _CATEGORIES[name]
@@ -74,7 +76,8 @@ def category(name: str) -> Registry:
                          f"{', '.join(sorted(_CATEGORIES))}") from None
 
 
-def register(category_name: str, name: str, obj=None, *, overwrite: bool = False):
+def register(category_name: str, name: str, obj: Any = None, *,
+             overwrite: bool = False) -> Any:
     """``register("stage", "mine", stage)``: register into one category of the table."""
     return category(category_name).register(name, obj, overwrite=overwrite)
 
@@ -84,14 +87,14 @@ def catalogue() -> dict[str, list[str]]:
     return {c: r.names() for c, r in sorted(_CATEGORIES.items())}
 
 
-def check_choice(what: str, value, allowed) -> None:
+def check_choice(what: str, value: object, allowed: Collection[Any]) -> None:
     """One-line ValueError naming the bad value and the allowed ones."""
     if value not in allowed:
         raise ValueError(f"{what}={value!r} is not allowed; choose one of "
                          f"{', '.join(map(repr, allowed))}")
 
 
-def positive_int(name: str, value) -> None:
+def positive_int(name: str, value: object) -> None:
     """One-line ValueError unless ``value`` is a positive integer (bools are not)."""
     import numpy as np
 

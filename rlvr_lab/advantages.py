@@ -22,9 +22,12 @@ valid rollout (``G = 1`` included), a fully masked group or batch, ``eps = 0`` w
 from __future__ import annotations
 
 import inspect
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import Registry, check_choice
 from rlvr_lab.utils import check_finite, check_number
@@ -102,7 +105,8 @@ def _finish(adv, n, mask):
 
 
 @_REGISTRY.register("grpo")
-def grpo(rewards, mask=None, *, scale: str = "std", eps: float = 1e-6):
+def grpo(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str = "std",
+         eps: float = 1e-6) -> jax.Array:
     """GRPO: ``(r - group mean) / (scale + eps)``.
 
     scale: ``"std"`` the group's sample std (ddof=1, as verl and TRL); ``"none"`` no scaling
@@ -124,13 +128,13 @@ def grpo(rewards, mask=None, *, scale: str = "std", eps: float = 1e-6):
 
 
 @_REGISTRY.register("dr_grpo")
-def dr_grpo(rewards, mask=None):
+def dr_grpo(rewards: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """Dr.GRPO: ``r - group mean`` (no std scaling); equals ``grpo(scale="none")``."""
     return grpo(rewards, mask, scale="none")
 
 
 @_REGISTRY.register("rloo")
-def rloo(rewards, mask=None):
+def rloo(rewards: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """RLOO: ``r_i - mean_{j != i} r_j = G/(G-1) * (r_i - group mean)`` over valid rollouts."""
     rewards, mask = _prepare(rewards, mask)
     n, mean, _ = _group_stats(rewards, mask)
@@ -139,7 +143,8 @@ def rloo(rewards, mask=None):
 
 
 @_REGISTRY.register("reinforce_pp_baseline")
-def reinforce_pp_baseline(rewards, mask=None, *, eps: float = 1e-8):
+def reinforce_pp_baseline(rewards: ArrayLike, mask: ArrayLike | None = None, *,
+                          eps: float = 1e-8) -> jax.Array:
     """REINFORCE++-baseline: centre by the group mean, then whiten over the whole batch.
 
     Whitening is verl's ``masked_whiten``: ``(a - mean_batch) / sqrt(var_batch + eps)`` with
@@ -160,7 +165,7 @@ def reinforce_pp_baseline(rewards, mask=None, *, eps: float = 1e-8):
     return jnp.where(valid, adv, jnp.zeros_like(adv))
 
 
-def lower_median(values, mask):
+def lower_median(values: jax.Array, mask: jax.Array) -> jax.Array:
     """Lower median of the valid entries of each row (``torch.median`` convention).
 
     Rows without a valid entry give 0.
@@ -173,7 +178,8 @@ def lower_median(values, mask):
     return jnp.where(n[:, None] > 0, med, jnp.zeros_like(med))
 
 
-def mc_grpo(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3):
+def mc_grpo(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str = "mad",
+            eps: float = 1e-3) -> Advantages:
     """MC-GRPO: median-centred advantages on groups of G+1 rollouts.
 
     ``m`` is the lower median of each group's valid rewards. The pivot is the first valid
@@ -211,7 +217,7 @@ def mc_grpo(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3):
 _REGISTRY.register("mc_grpo", mc_grpo)
 
 
-def get(name: str):
+def get(name: str) -> Callable[..., jax.Array | Advantages]:
     """The estimator registered under ``name``; ValueError listing valid names otherwise."""
     return _REGISTRY.get(name)
 
@@ -221,7 +227,8 @@ def names() -> list[str]:
     return _REGISTRY.names()
 
 
-def register(name: str, fn=None, *, overwrite: bool = False):
+def register(name: str, fn: Callable[..., jax.Array | Advantages] | None = None, *,
+             overwrite: bool = False) -> Callable[..., Any]:
     """Register a new estimator ``fn(rewards, mask=None, **kw)`` (usable as a decorator).
 
     Return either the advantages or ``Advantages(adv, keep)`` like :func:`mc_grpo`.
@@ -230,7 +237,7 @@ def register(name: str, fn=None, *, overwrite: bool = False):
     return _REGISTRY.register(name, fn, overwrite=overwrite)
 
 
-def options(name) -> tuple[str, ...] | None:
+def options(name: str | Callable[..., Any]) -> tuple[str, ...] | None:
     """Keyword options an estimator (a registered name or a callable) accepts: its parameters
     after ``rewards, mask``; None when it takes ``**kwargs`` (anything is passed through)."""
     params = list(inspect.signature(_REGISTRY.resolve(name)).parameters.values())
@@ -240,7 +247,7 @@ def options(name) -> tuple[str, ...] | None:
                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
-def check_options(name, kwargs) -> None:
+def check_options(name: str | Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
     """One-line ValueError naming an option the estimator does not accept."""
     allowed = options(name)
     if allowed is None:
@@ -252,7 +259,8 @@ def check_options(name, kwargs) -> None:
                              f"{', '.join(allowed) or 'none (it takes no options)'}")
 
 
-def compute(name, rewards, mask=None, **kwargs) -> Advantages:
+def compute(name: str | Callable[..., Any], rewards: ArrayLike, mask: ArrayLike | None = None,
+            **kwargs: Any) -> Advantages:
     """Run an estimator (a registered name or a callable) and return ``Advantages(adv, keep)``.
 
     ``keep`` marks rollouts that enter the loss: the mask, minus the pivot for ``mc_grpo``.

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 EXIT_USAGE = 2
@@ -170,6 +171,8 @@ def _cmd_run(args) -> int:
     if args.out is None:
         args.out = str(io.output_dir() / "quick" if args.quick else io.output_dir())
     out = where = _check_out_dir(args.out)
+    if args.quick:
+        _quick_compile_profile()
     result = experiments.run(args.name, quick=args.quick, seeds=args.seeds, out_dir=out,
                              force=args.force)
     state = "reused stored result" if result.skipped else f"{result.seconds:.1f} s"
@@ -182,6 +185,32 @@ def _cmd_run(args) -> int:
     return 1 if (args.strict and (df["verdict"] == "fail").any()) else 0
 
 
+QUICK_XLA_FLAG = "--xla_backend_optimization_level=1"
+
+
+def _cpu_only() -> bool:
+    """No accelerator plugin of jax is installed (then XLA compiles for the CPU)."""
+    from importlib import metadata
+
+    names = {(d.metadata["Name"] or "").lower() for d in metadata.distributions()}
+    return not any(n.startswith(("jax-cuda", "jax_cuda", "jax-rocm", "libtpu")) for n in names)
+
+
+def _quick_compile_profile() -> None:
+    """Quick runs on a CPU compile with XLA's backend optimisation level 1: about 40% less
+    compile time, the same run time for these small programs (measured on `tiny_grpo`:
+    backend compile 13.1 -> 8.0 s, wall 33.5 -> 26.8 s). Set before any computation (XLA reads
+    its flags when the backend starts; worker processes inherit them). Numbers differ from the
+    default level at float rounding only. A user's own XLA_FLAGS win; RLVR_LAB_QUICK_XLA=0
+    turns it off."""
+    if os.environ.get("RLVR_LAB_QUICK_XLA", "1").strip().lower() in ("0", "off", "false", "no"):
+        return
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_backend_optimization_level" in flags or not _cpu_only():
+        return
+    os.environ["XLA_FLAGS"] = f"{flags} {QUICK_XLA_FLAG}".strip()
+
+
 def _cmd_reproduce(args) -> int:
     from rlvr_lab import experiments
 
@@ -190,6 +219,8 @@ def _cmd_reproduce(args) -> int:
         if args.only.lower() not in {p.lower() for p in papers}:
             raise UsageError(f"unknown paper {_shown(args.only)}; valid: {', '.join(papers)}")
     _check_out_dir(str(experiments.default_out_dir(args.quick)))
+    if args.quick:
+        _quick_compile_profile()
     jobs = experiments.default_jobs() if args.jobs is None else args.jobs
     results, df = experiments.reproduce(quick=args.quick, only=args.only, force=args.force,
                                         jobs=jobs)
@@ -232,11 +263,32 @@ def _cmd_bench(args) -> int:
 
         out = io.figures_dir()
         io.atomic_write_text(out / "bench.json", json.dumps(records, indent=1) + "\n")
-        fig = benchmarks.figure(measures, title=f"rlvr-lab bench{' --quick' if args.quick else ''}"
-                                f" ({os.cpu_count()} CPU cores)")
-        plotting.save_figure(fig, "bench", out)
+        title = (f"rlvr-lab bench{' --quick' if args.quick else ''}, {os.cpu_count()} CPU "
+                 f"cores, {time.strftime('%Y-%m-%d')}")
+        plotting.save_figure(benchmarks.figure(measures, title=title), "bench", out)
         print(f"wrote {out / 'bench.json'} and bench.png/.pdf", file=sys.stderr)
+        _sync_readme_bench(records, title, out)
     return 0
+
+
+def _sync_readme_bench(records: list, title: str, out: Path) -> None:
+    """Rewrite the README's performance block when the bench was saved into the checkout's
+    figures (its numbers are never typed by hand)."""
+    from rlvr_lab import benchmarks, bibliography, report
+
+    readme = report.ROOT / "README.md"
+    if out.resolve() != (report.ROOT / "figures").resolve() or not readme.is_file():
+        return
+    text = readme.read_text()
+    try:
+        new = bibliography.replace_block(text, benchmarks.readme_block(records, title),
+                                         benchmarks.README_START, benchmarks.README_END)
+    except ValueError:
+        return
+    if new != text:
+        from rlvr_lab import io
+
+        io.atomic_write_text(readme, new)
 
 
 def main(argv=None) -> int:

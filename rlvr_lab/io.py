@@ -75,6 +75,30 @@ def cache_dir() -> Path:
     return (root if root is not None else Path.cwd()) / ".rlvr_cache"
 
 
+def xla_cache_dir() -> Path | None:
+    """Where compiled XLA programs persist across processes: ``$RLVR_LAB_XLA_CACHE`` (``0`` or
+    ``off`` disables it), else ``<cache_dir()>/xla``."""
+    env = os.environ.get("RLVR_LAB_XLA_CACHE")
+    if env is not None and env.strip().lower() in ("0", "off", "false", "no", ""):
+        return None
+    return Path(env) if env else cache_dir() / "xla"
+
+
+def enable_compilation_cache() -> Path | None:
+    """Turn on JAX's persistent compilation cache at :func:`xla_cache_dir` (programs that took
+    over 0.5 s to compile), so experiments, notebooks and test processes that build the same
+    program reuse it instead of recompiling. Numbers do not change: the stored executable is
+    the one a compile would produce. Leaves a cache the user configured alone."""
+    import jax
+
+    path = xla_cache_dir()
+    if path is None or jax.config.jax_compilation_cache_dir:
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    return path
+
+
 def stable_hash(obj) -> str:
     """Short SHA-256 of a JSON-able description (sorted keys; other objects via ``str``)."""
     text = json.dumps(obj, sort_keys=True, default=str)

@@ -18,8 +18,12 @@ function in :func:`rlvr_lab.utils.checked` to keep them.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import Registry, check_choice
 from rlvr_lab.utils import check_finite, check_number
@@ -60,7 +64,8 @@ def _check_tokens(mask, **arrays):
 
 
 # ----------------------------------------------------------------------------- aggregation
-def aggregate(token_loss, mask, mode: str = "token-mean"):
+def aggregate(token_loss: ArrayLike, mask: ArrayLike | None,
+              mode: str = "token-mean") -> jax.Array:
     """Reduce a per-token loss ``[B, T]`` to a scalar (``loss_agg_mode`` of verl/TRL).
 
     - ``"token-mean"``: ``sum(l*m) / sum(m)`` (DAPO; TRL "dapo"/"bnpo");
@@ -98,7 +103,7 @@ def aggregate(token_loss, mask, mode: str = "token-mean"):
     return masked.sum() / (batch * length)
 
 
-def masked_mean(x, mask=None):
+def masked_mean(x: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """Mean of ``x`` over valid entries; 0 when none is valid (valid entries must be finite)."""
     x = jnp.asarray(x)
     m = _mask_like(x, mask)
@@ -108,12 +113,13 @@ def masked_mean(x, mask=None):
 
 
 # ----------------------------------------------------------------------------- policy losses
-def ratio(log_prob, old_log_prob):
+def ratio(log_prob: ArrayLike, old_log_prob: ArrayLike) -> jax.Array:
     """Importance ratio ``pi_theta / pi_old`` per token."""
     return jnp.exp(log_prob - old_log_prob)
 
 
-def is_clipped(log_prob, old_log_prob, advantages, *, epsilon=0.2, epsilon_high=None):
+def is_clipped(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike, *,
+               epsilon: float = 0.2, epsilon_high: float | None = None) -> jax.Array:
     """Where PPO's clip is active (the clipped surrogate is the larger loss), as verl counts it."""
     _check_epsilon(epsilon, epsilon_high)
     eps_high = epsilon if epsilon_high is None else epsilon_high
@@ -123,15 +129,18 @@ def is_clipped(log_prob, old_log_prob, advantages, *, epsilon=0.2, epsilon_high=
 
 
 @_POLICY.register("pg")
-def pg(log_prob, old_log_prob=None, advantages=None, mask=None):
+def pg(log_prob: ArrayLike, old_log_prob: ArrayLike | None = None,
+       advantages: ArrayLike | None = None, mask: ArrayLike | None = None) -> jax.Array:
     """Vanilla REINFORCE: ``-A * log pi_theta`` (the behaviour policy is not used)."""
     _check_tokens(mask, log_prob=log_prob, advantages=advantages)
     return -jnp.broadcast_to(advantages, jnp.shape(log_prob)) * log_prob
 
 
 @_POLICY.register("ppo_clip")
-def ppo_clip(log_prob, old_log_prob, advantages, mask=None, *, epsilon=0.2, epsilon_high=None,
-             clip_ratio_c=None, dual_clip=None):
+def ppo_clip(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
+             mask: ArrayLike | None = None, *, epsilon: float = 0.2,
+             epsilon_high: float | None = None, clip_ratio_c: float | None = None,
+             dual_clip: float | None = None) -> jax.Array:
     """PPO clipped surrogate ``-min(rho*A, clip(rho, 1-eps, 1+eps_high)*A)`` per token.
 
     ``epsilon_high`` (DAPO clip-higher; default ``epsilon``). Dual clip: with
@@ -155,7 +164,8 @@ def ppo_clip(log_prob, old_log_prob, advantages, mask=None, *, epsilon=0.2, epsi
     return loss
 
 
-def sequence_log_ratio(log_prob, old_log_prob, mask=None):
+def sequence_log_ratio(log_prob: ArrayLike, old_log_prob: ArrayLike,
+                       mask: ArrayLike | None = None) -> jax.Array:
     """Per-sequence ``mean_t (log pi_theta - log pi_old)`` over valid tokens, shape ``[B, 1]``."""
     m = _mask_like(log_prob, mask)
     diff = jnp.where(m, log_prob - old_log_prob, 0)
@@ -163,7 +173,9 @@ def sequence_log_ratio(log_prob, old_log_prob, mask=None):
 
 
 @_POLICY.register("gspo")
-def gspo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=3e-4, epsilon_high=4e-4):
+def gspo(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
+         mask: ArrayLike | None = None, *, epsilon: float = 3e-4,
+         epsilon_high: float = 4e-4) -> jax.Array:
     """GSPO: one length-normalised ratio ``s = exp(mean_t log rho_t)`` per sequence, clipped.
 
     As in verl, each token carries ``s_t = sg(s) * pi_theta(t) / sg(pi_theta(t))``: its value is
@@ -182,7 +194,9 @@ def gspo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=3e-4, epsilon
 
 
 @_POLICY.register("cispo")
-def cispo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=None, epsilon_high=4.0):
+def cispo(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
+          mask: ArrayLike | None = None, *, epsilon: float | None = None,
+          epsilon_high: float = 4.0) -> jax.Array:
     """CISPO: ``-sg(clip(rho, 1-eps, 1+eps_high)) * A * log pi_theta``.
 
     Only the importance weight is clipped, so every token keeps a gradient. By default there
@@ -198,8 +212,10 @@ def cispo(log_prob, old_log_prob, advantages, mask=None, *, epsilon=None, epsilo
     return -weight * jnp.broadcast_to(advantages, rho.shape) * log_prob
 
 
-def decoupled_ppo(log_prob, prox_log_prob, behav_log_prob, advantages, mask=None, *,
-                  epsilon=0.2, epsilon_high=None, behav_cap=None):
+def decoupled_ppo(log_prob: ArrayLike, prox_log_prob: ArrayLike, behav_log_prob: ArrayLike,
+                  advantages: ArrayLike, mask: ArrayLike | None = None, *,
+                  epsilon: float = 0.2, epsilon_high: float | None = None,
+                  behav_cap: float | None = None) -> jax.Array:
     """AReaL's decoupled PPO: ``-w * min(u*A, clip(u, 1-eps, 1+eps_high)*A)``.
 
     ``w = pi_prox / pi_behav`` (no gradient; tokens with ``w > behav_cap`` get weight 0 when a
@@ -219,26 +235,26 @@ def decoupled_ppo(log_prob, prox_log_prob, behav_log_prob, advantages, mask=None
 
 # ----------------------------------------------------------------------------- KL estimators
 @_KL.register("k1")
-def kl_k1(log_prob, ref_log_prob):
+def kl_k1(log_prob: jax.Array, ref_log_prob: jax.Array) -> jax.Array:
     """``x = log pi - log pi_ref``; unbiased for KL(pi || ref) under samples of pi."""
     return log_prob - ref_log_prob
 
 
 @_KL.register("k2")
-def kl_k2(log_prob, ref_log_prob):
+def kl_k2(log_prob: jax.Array, ref_log_prob: jax.Array) -> jax.Array:
     """``x**2 / 2``."""
     x = log_prob - ref_log_prob
     return 0.5 * x * x
 
 
 @_KL.register("k3")
-def kl_k3(log_prob, ref_log_prob):
+def kl_k3(log_prob: ArrayLike, ref_log_prob: ArrayLike) -> jax.Array:
     """``exp(-x) + x - 1`` (Schulman's low-variance, non-negative estimator)."""
     x = log_prob - ref_log_prob
     return jnp.expm1(-x) + x
 
 
-def kl(name: str, log_prob, ref_log_prob):
+def kl(name: str, log_prob: jax.Array, ref_log_prob: jax.Array) -> jax.Array:
     """Per-token KL estimate by estimator name (``"k1"``, ``"k2"``, ``"k3"``).
 
     Concrete log-probs must be finite everywhere (there is no mask: pass finite padding).
@@ -249,7 +265,8 @@ def kl(name: str, log_prob, ref_log_prob):
 
 
 # ----------------------------------------------------------------------------- rollout corrections
-def tis_weights(train_log_prob, rollout_log_prob, *, cap=2.0):
+def tis_weights(train_log_prob: ArrayLike, rollout_log_prob: ArrayLike, *,
+                cap: float = 2.0) -> jax.Array:
     """Truncated importance sampling: ``min(pi_train / pi_rollout, cap)``, no gradient.
 
     ``cap`` is a finite number >= 1; concrete log-probs must be finite (no mask here).
@@ -259,7 +276,8 @@ def tis_weights(train_log_prob, rollout_log_prob, *, cap=2.0):
     return jax.lax.stop_gradient(jnp.minimum(ratio(train_log_prob, rollout_log_prob), cap))
 
 
-def mis_weights(train_log_prob, rollout_log_prob, *, cap=2.0):
+def mis_weights(train_log_prob: ArrayLike, rollout_log_prob: ArrayLike, *,
+                cap: float = 2.0) -> tuple[jax.Array, jax.Array]:
     """Masked importance sampling: ``rho * 1[1/cap <= rho <= cap]`` and that acceptance mask.
 
     Returns ``(weights, accepted)``; rejected tokens should leave both the numerator and the
@@ -273,7 +291,8 @@ def mis_weights(train_log_prob, rollout_log_prob, *, cap=2.0):
     return jnp.where(accepted, rho, 0.0), accepted
 
 
-def mismatch_metrics(train_log_prob, rollout_log_prob, mask=None):
+def mismatch_metrics(train_log_prob: ArrayLike, rollout_log_prob: ArrayLike,
+                     mask: ArrayLike | None = None) -> dict[str, jax.Array]:
     """Train/rollout mismatch: k1 = E[log pi_rollout - log pi_train], k3 = E[rho - log rho - 1],
     chi2 = E[rho^2] - 1 with ``rho = pi_train / pi_rollout``, over valid tokens."""
     _check_tokens(mask, train_log_prob=train_log_prob, rollout_log_prob=rollout_log_prob)
@@ -287,7 +306,7 @@ def mismatch_metrics(train_log_prob, rollout_log_prob, mask=None):
 
 
 # ----------------------------------------------------------------------------- registry
-def get(name: str):
+def get(name: str) -> Callable[..., jax.Array]:
     """Policy loss by name (``pg``, ``ppo_clip``, ``gspo``, ``cispo``, or a registered one)."""
     return _POLICY.get(name)
 
@@ -300,7 +319,8 @@ def kl_names() -> list[str]:
     return _KL.names()
 
 
-def register(name: str, fn=None, *, overwrite: bool = False):
+def register(name: str, fn: Callable[..., jax.Array] | None = None, *,
+             overwrite: bool = False) -> Callable[..., Any]:
     """Register ``fn(log_prob, old_log_prob, advantages, mask=None, **kw) -> [B, T]``.
 
     Trainers call it through :func:`rlvr_lab.train.core.policy_loss`, which passes the

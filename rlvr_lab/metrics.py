@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from rlvr_lab.utils import _staged, check_number, is_traced
 
@@ -47,7 +48,7 @@ def _check_logits(logits, axis=-1, where=None):
                          "needs at least one finite logit")
 
 
-def pass_at_k(n, c, k):
+def pass_at_k(n: ArrayLike, c: ArrayLike, k: ArrayLike) -> jax.Array:
     """Unbiased pass@k ``1 - C(n-c, k) / C(n, k)`` (Chen et al. 2021), vectorised.
 
     ``n`` samples of which ``c`` are correct; broadcasts over arrays. Exact cases: ``c == 0``
@@ -82,7 +83,7 @@ def _pass_at_k(n, c, k):
     terms = jnp.where(certain, 0, jnp.where(by_k, kf, cf))
     step = jnp.where(by_k, cf, kf)
 
-    def body(state):
+    def body(state: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         j, log_ratio = state
         factor = jnp.log1p(-step / jnp.maximum(nf - j, 1))
         return j + 1, log_ratio + jnp.where(j < terms, factor, 0)
@@ -98,7 +99,7 @@ def _pass_at_k(n, c, k):
 _P_SLACK = 1e-6   # a float32 sum of probabilities may exceed 1 by a few ulps
 
 
-def pass_at_k_exact(p, k):
+def pass_at_k_exact(p: ArrayLike, k: ArrayLike) -> jax.Array:
     """Population pass@k of a prompt with success probability ``p``: ``1 - (1 - p)^k``.
 
     ``p`` in [0, 1] and ``k`` a whole number >= 0 (``k = 0`` gives 0); concrete inputs outside
@@ -113,7 +114,7 @@ def pass_at_k_exact(p, k):
     return jnp.where(k == 0, 0.0, -jnp.expm1(k * jnp.log1p(-jnp.clip(p, 0, 1))))
 
 
-def entropy(logits, axis=-1):
+def entropy(logits: ArrayLike, axis: int = -1) -> jax.Array:
     """Entropy ``-sum p log p`` of softmax(logits) along ``axis`` (0 log 0 = 0).
 
     ``-inf`` logits mask tokens; NaN, ``+inf`` and all ``-inf`` rows are rejected (concrete).
@@ -130,7 +131,7 @@ def _entropy(logits, axis=-1):
     return -jnp.sum(p * jnp.where(p > 0, logp, 0.0), axis=axis)
 
 
-def mean_token_entropy(logits, mask=None):
+def mean_token_entropy(logits: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """Mean entropy over valid positions: ``logits [..., V]``, ``mask`` ``logits.shape[:-1]``."""
     m = None if mask is None else jnp.asarray(mask, bool)
     _check_logits(logits, -1, m)   # padded rows may hold anything
@@ -141,7 +142,7 @@ def mean_token_entropy(logits, mask=None):
     return jnp.where(m, h, 0.0).sum() / jnp.maximum(mf.sum(), 1)
 
 
-def correct_mass(logits, correct):
+def correct_mass(logits: ArrayLike, correct: ArrayLike) -> jax.Array:
     """Probability mass that softmax(logits) puts on the boolean ``correct`` set, per row."""
     _check_logits(logits)
     p = jax.nn.softmax(logits, axis=-1)

@@ -5,13 +5,22 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import matplotlib.pyplot as plt  # headless runs fall back to Agg; Jupyter sets its inline backend
 import numpy as np
+import numpy.typing as npt
 
 from rlvr_lab import io as _io
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.typing import ColorType
 
 STYLE = {
     "figure.figsize": (6.4, 4.0),
@@ -34,7 +43,7 @@ STYLE = {
 
 
 @contextlib.contextmanager
-def house_style():
+def house_style() -> Iterator[None]:
     """Context manager applying the toolkit's matplotlib style.
 
     It never changes matplotlib's interactive state: the first figure made in a Jupyter kernel
@@ -56,7 +65,7 @@ figures_dir = _io.figures_dir
 set_default_mode = _io.set_default_mode
 
 
-def save_figure(fig, name: str, out_dir: str | Path | None = None) -> list[Path]:
+def save_figure(fig: Figure, name: str, out_dir: str | Path | None = None) -> list[Path]:
     """Write ``fig`` as ``<out_dir>/<name>.png`` and ``.pdf`` atomically; returns both paths."""
     out = Path(out_dir) if out_dir is not None else figures_dir()
     with house_style():  # savefig.* (dpi, tight bbox) are read at save time
@@ -65,7 +74,8 @@ def save_figure(fig, name: str, out_dir: str | Path | None = None) -> list[Path]
                 for ext in ("png", "pdf")]
 
 
-def mean_ci(values, axis=0, level=0.95):
+def mean_ci(values: npt.ArrayLike, axis: int = 0,
+            level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Mean and half-width of a Student-t confidence interval along ``axis`` (seeds)."""
     from scipy import stats
 
@@ -78,7 +88,9 @@ def mean_ci(values, axis=0, level=0.95):
     return mean, sem * stats.t.ppf(0.5 + level / 2, n - 1)
 
 
-def band(ax, x, values, *, label=None, color=None, level=0.95, alpha=0.2, **line_kw):
+def band(ax: Axes, x: npt.ArrayLike, values: npt.ArrayLike, *, label: str | None = None,
+         color: ColorType | None = None, level: float = 0.95, alpha: float = 0.2,
+         **line_kw: Any) -> Line2D:
     """Plot the mean over seeds (axis 0 of ``values``) with a shaded ``level`` CI band."""
     mean, half = mean_ci(values, axis=0, level=level)
     (line,) = ax.plot(x, mean, label=label, color=color, **line_kw)
@@ -86,7 +98,7 @@ def band(ax, x, values, *, label=None, color=None, level=0.95, alpha=0.2, **line
     return line
 
 
-def subplots(*args, **kwargs):
+def subplots(*args: Any, **kwargs: Any) -> tuple[Figure, Any]:
     """``plt.subplots`` under the house style (figure keeps the style when saved later)."""
     with house_style():
         return plt.subplots(*args, **kwargs)
@@ -101,7 +113,7 @@ def _in_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     with house_style():
         fig.savefig(buf, format="png")
@@ -109,7 +121,7 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def interactive(fn, **sliders):
+def interactive(fn: Callable[..., Figure], **sliders: Any) -> Figure | None:
     """Sliders over ``fn(**values) -> Figure`` in Jupyter, with a static fallback.
 
     ``sliders`` maps keyword arguments of ``fn`` to ``ipywidgets.interact`` abbreviations
@@ -143,7 +155,7 @@ def interactive(fn, **sliders):
 
         # Redraw from the widgets' comm callbacks (not inside an Output widget), so the
         # update reaches the image output by its display id.
-        def redraw(_change):
+        def redraw(_change: Any) -> None:
             handle.update(Image(_png(fn(**{n: c.value for n, c in controls.items()}))))
 
         for control in controls.values():

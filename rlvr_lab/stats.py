@@ -16,10 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats as _st
+
+if TYPE_CHECKING:
+    from rlvr_lab.experiments import Claim
 
 
 @dataclass(frozen=True)
@@ -108,12 +114,12 @@ def _t_interval(values: np.ndarray, level: float) -> Interval:
     return Interval(mean, mean - half, mean + half, n, level)
 
 
-def mean_interval(x, level: float = 0.95) -> Interval:
+def mean_interval(x: npt.ArrayLike, level: float = 0.95) -> Interval:
     """Mean of per-seed values ``x`` with a two-sided Student-t interval."""
     return _t_interval(_values(x, "x"), _check_level(level))
 
 
-def paired_difference(a, b, level: float = 0.95) -> Interval:
+def paired_difference(a: npt.ArrayLike, b: npt.ArrayLike, level: float = 0.95) -> Interval:
     """Interval of ``mean(a - b)`` for arms measured on the same seeds (paired t)."""
     a, b = _values(a, "a"), _values(b, "b")
     if a.shape != b.shape:
@@ -131,7 +137,8 @@ def _one_sided_p(diff: float, se: float, dof: float, threshold: float, greater: 
     return float(_st.t.sf(gap / se, dof))
 
 
-def equivalence(a, b, margin: float, *, paired: bool = True, level: float = 0.95) -> Equivalence:
+def equivalence(a: npt.ArrayLike, b: npt.ArrayLike, margin: float, *, paired: bool = True,
+                level: float = 0.95) -> Equivalence:
     """Two one-sided tests that ``mean(a) - mean(b)`` lies within ``(-margin, +margin)``.
 
     ``paired`` arms share each seed (a t-test on per-seed differences); unpaired arms use
@@ -178,7 +185,7 @@ def equivalence(a, b, margin: float, *, paired: bool = True, level: float = 0.95
                        alpha=alpha)
 
 
-def positive_control(gain_per_seed, level: float = 0.95, min_gain: float = 0.0,
+def positive_control(gain_per_seed: npt.ArrayLike, level: float = 0.95, min_gain: float = 0.0,
                      name: str = "vanilla vs base") -> Control:
     """Passes when the ``level`` t-interval of the per-seed gain lies above ``min_gain``."""
     iv = mean_interval(gain_per_seed, level)
@@ -186,7 +193,7 @@ def positive_control(gain_per_seed, level: float = 0.95, min_gain: float = 0.0,
                    min_gain=float(min_gain), name=name)
 
 
-def gate(claims, control: Control) -> list:
+def gate(claims: Iterable[Claim], control: Control) -> list[Claim]:
     """Claims decided by a comparison count only when the control passed.
 
     A failed control turns each ``pass``/``fail`` claim into ``inconclusive`` and puts the

@@ -15,17 +15,23 @@ from __future__ import annotations
 
 import contextvars
 import functools
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
+from jax.typing import ArrayLike
+
+_R = TypeVar("_R")
 
 # True while :func:`checked` traces a function: traced checks become checkify.check
 _TRACED_CHECKS = contextvars.ContextVar("rlvr_lab_traced_checks", default=False)
 
 
-def enable_x64():
+def enable_x64() -> AbstractContextManager[Any]:
     """Context manager turning on float64 (``jax.enable_x64`` in new JAX, experimental before)."""
     if callable(getattr(jax, "enable_x64", None)):
         return jax.enable_x64(True)
@@ -33,7 +39,7 @@ def enable_x64():
     return legacy()
 
 
-def is_traced(*values) -> bool:
+def is_traced(*values: Any) -> bool:
     """Whether any of ``values`` is a JAX tracer (inside jit, vmap, grad, scan ...)."""
     return any(isinstance(v, jax.core.Tracer) for v in values)
 
@@ -55,7 +61,7 @@ def _staged(ok, message: str, value) -> None:
         checkify.check(jnp.all(flat_ok), message + " (first bad value {bad})", bad=first)
 
 
-def check_finite(x, what: str, where=None) -> None:
+def check_finite(x: ArrayLike, what: str, where: ArrayLike | None = None) -> None:
     """One-line ValueError unless every entry of ``x`` (where ``where`` is True) is finite.
 
     ``where`` (broadcast against ``x``) exempts padding: masked entries may hold anything.
@@ -83,7 +89,8 @@ def check_finite(x, what: str, where=None) -> None:
                          f"or +-inf{'' if where is None else '; masked entries are ignored'})")
 
 
-def check_number(value, what: str, allowed: str = "", ok=None, *, integer: bool = False,
+def check_number(value: ArrayLike | None, what: str, allowed: str = "",
+                 ok: Callable[[Any], ArrayLike] | None = None, *, integer: bool = False,
                  optional: bool = False) -> None:
     """One-line ValueError unless every entry of ``value`` is a finite real number (a whole
     number when ``integer``) with ``ok(entries)`` True; ``allowed`` describes ``ok``.
@@ -126,7 +133,7 @@ def _short(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def check_unit_interval(value, what: str) -> None:
+def check_unit_interval(value: ArrayLike, what: str) -> None:
     """One-line ValueError naming the first entry of ``value`` outside [0, 1] (NaN included).
 
     Traced values cannot be checked and pass through (see the module docstring).
@@ -142,7 +149,7 @@ def check_unit_interval(value, what: str) -> None:
                          f"it must lie in [0, 1]")
 
 
-def checked(fn):
+def checked(fn: Callable[..., _R]) -> Callable[..., _R]:
     """``fn`` jitted with its input checks staged by ``jax.experimental.checkify``.
 
     ``checked(advantages.grpo)(rewards)`` runs ``grpo`` under ``jit`` and raises the one-line
@@ -155,10 +162,10 @@ def checked(fn):
     """
     compiled: dict = {}
 
-    def run(*args, **options):
+    def run(*args: Any, **options: Any) -> _R:
         key = tuple(sorted(options.items()))
         if key not in compiled:
-            def traced(*a):
+            def traced(*a: Any) -> _R:
                 token = _TRACED_CHECKS.set(True)
                 try:
                     return fn(*a, **options)
