@@ -542,32 +542,12 @@ def record_time(name: str, *, quick: bool, seeds: int, seconds: float,
     path = Path(path) if path is not None else timings_path()
     if not path.parent.is_dir():
         return
-    with _file_lock(path.with_name(path.name + ".lock")):   # parallel reproduce workers
+    with _io.file_lock(path.with_name(path.name + ".lock")):   # parallel reproduce workers
         data = read_timings(path)
         data.setdefault(name, {})["quick" if quick else "full"] = {
             "seconds": round(float(seconds), 1), "seeds": int(seeds),
             "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()}
         atomic_write_text(path, json.dumps(dict(sorted(data.items())), indent=1) + "\n")
-
-
-class _file_lock:
-    """An exclusive ``flock`` on ``path`` (a no-op where ``fcntl`` does not exist)."""
-
-    def __init__(self, path: Path):
-        self.path, self.handle = path, None
-
-    def __enter__(self):
-        try:
-            import fcntl
-        except ImportError:
-            return self
-        self.handle = open(self.path, "a")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        if self.handle is not None:
-            self.handle.close()         # closing releases the lock
 
 
 def format_seconds(seconds: float | None) -> str:

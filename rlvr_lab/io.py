@@ -99,6 +99,29 @@ def enable_compilation_cache() -> Path | None:
     return path
 
 
+class file_lock:
+    """An exclusive ``flock`` on ``path`` held for a ``with`` block, so processes that would
+    do the same work (train one SFT base, update one timings file) take turns; a no-op where
+    ``fcntl`` does not exist."""
+
+    def __init__(self, path):
+        self.path, self.handle = Path(path), None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.handle = open(self.path, "a")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.handle is not None:
+            self.handle.close()         # closing releases the lock
+
+
 def stable_hash(obj) -> str:
     """Short SHA-256 of a JSON-able description (sorted keys; other objects via ``str``)."""
     text = json.dumps(obj, sort_keys=True, default=str)

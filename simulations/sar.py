@@ -59,7 +59,7 @@ def study_config(quick: bool) -> StudyConfig:
     train = T.TrainConfig(batch_size=32, pretrain_steps=400 if quick else 2000,
                           post_steps=100 if quick else 400, pretrain_lr=1e-2, post_lr=1e-3)
     return StudyConfig(train=train, arms=QUICK_ARMS if quick else FULL_ARMS, chunk=100,
-                       num_samples=512 if quick else 1024, num_probe=256)
+                       num_samples=256 if quick else 1024, num_probe=128 if quick else 256)
 
 
 def final_fd(curves: pd.DataFrame, arm: str) -> np.ndarray:

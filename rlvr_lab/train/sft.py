@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from rlvr_lab import io
 from rlvr_lab.envs import tasks, tokenizer
 from rlvr_lab.models import transformer
 from rlvr_lab.train import checkpoint
@@ -200,6 +201,15 @@ def checkpoint_path(config: SFTConfig):
 
 def load_or_train(config: SFTConfig, *, use_cache: bool = True, verbose: bool = True):
     """The SFT base policy for ``config``: from the cache if valid, else trained and cached."""
+    if not use_cache:
+        return _load_or_train(config, use_cache, verbose)
+    # processes that need the same base (parallel experiments, test workers) take turns: the
+    # second one loads what the first trained
+    with io.file_lock(checkpoint_path(config).with_suffix(".lock")):
+        return _load_or_train(config, use_cache, verbose)
+
+
+def _load_or_train(config: SFTConfig, use_cache: bool, verbose: bool):
     template = transformer.init(jax.random.key(0), config.model_config())
     path = checkpoint_path(config)
     if use_cache and path.exists():
