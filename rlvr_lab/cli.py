@@ -186,6 +186,7 @@ def _cmd_run(args) -> int:
 
 
 QUICK_XLA_FLAG = "--xla_backend_optimization_level=1"
+_COMMAND_LINE = {"active": False}     # main() called from a command line (argv from sys.argv)
 
 
 def _cpu_only() -> bool:
@@ -203,6 +204,8 @@ def _quick_compile_profile() -> None:
     its flags when the backend starts; worker processes inherit them). Numbers differ from the
     default level at float rounding only. A user's own XLA_FLAGS win; RLVR_LAB_QUICK_XLA=0
     turns it off."""
+    if not _COMMAND_LINE["active"]:
+        return      # called in-process (tests, notebooks): leave that process's XLA alone
     if os.environ.get("RLVR_LAB_QUICK_XLA", "1").strip().lower() in ("0", "off", "false", "no"):
         return
     flags = os.environ.get("XLA_FLAGS", "")
@@ -292,6 +295,7 @@ def _sync_readme_bench(records: list, title: str, out: Path) -> None:
 
 
 def main(argv=None) -> int:
+    _COMMAND_LINE["active"] = argv is None
     parser = _build_parser()
     try:
         args, extra = parser.parse_known_args(argv)
