@@ -40,7 +40,8 @@ def step_flops(config: sequence.SequenceRLConfig) -> float:
     mc = config.base.model_config()
     rows = config.num_prompts * config.num_generations
     new = config.base.max_new_tokens
-    return rows * (2.0 * mc.num_params * new + 6.0 * mc.num_params * (mc.max_len))
+    params = mc.num_params()
+    return rows * (2.0 * params * new + 6.0 * params * mc.max_len)
 
 
 def _measure(name: str, quick: bool, num_seeds: int) -> Measure:
@@ -66,7 +67,7 @@ def _measure(name: str, quick: bool, num_seeds: int) -> Measure:
     per = f"{seconds / num_seeds * 1e3:.0f} ms per seed-step, " if num_seeds > 1 else ""
     return Measure(name, mfu,
                    f"MFU {mfu:.1%} per seed: GRPO step (rollout + verify + update) of "
-                   f"{mc.num_params / 1e6:.2f}M params, {PROMPTS}x{GENERATIONS} completions, "
+                   f"{mc.num_params() / 1e6:.2f}M params, {PROMPTS}x{GENERATIONS} completions, "
                    f"prompt {config.base.prompt_width} + {config.base.max_new_tokens} new tokens"
                    f", beta 0, {num_seeds} seed(s): {seconds * 1e3:.0f} ms per step ({per}"
                    f"{flops / seconds / 1e9:.1f} GFLOP/s model vs {peak / 1e9:.1f} GFLOP/s "
