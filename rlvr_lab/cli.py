@@ -254,10 +254,8 @@ def _cmd_bench(args) -> int:
     for name in names:
         measure = benchmarks.run(name, quick=args.quick)
         measures.append(measure)
-        if args.json:
-            print(measure.line(), file=sys.stderr, flush=True)
-        else:
-            print(measure.line(), flush=True)
+        # with --json the lines go to stderr, so stdout is one JSON document
+        print(measure.line(), file=sys.stderr if args.json else sys.stdout, flush=True)
     records = [m.as_dict(quick=args.quick) for m in measures]
     if args.json:
         print(json.dumps(records, indent=1))
@@ -270,28 +268,11 @@ def _cmd_bench(args) -> int:
                  f"cores, {time.strftime('%Y-%m-%d')}")
         plotting.save_figure(benchmarks.figure(measures, title=title), "bench", out)
         print(f"wrote {out / 'bench.json'} and bench.png/.pdf", file=sys.stderr)
-        _sync_readme_bench(records, title, out)
+        from rlvr_lab import report
+
+        report.sync_block(benchmarks.readme_block(records, title), out,
+                          benchmarks.README_START, benchmarks.README_END)
     return 0
-
-
-def _sync_readme_bench(records: list, title: str, out: Path) -> None:
-    """Rewrite the README's performance block when the bench was saved into the checkout's
-    figures (its numbers are never typed by hand)."""
-    from rlvr_lab import benchmarks, bibliography, report
-
-    readme = report.ROOT / "README.md"
-    if out.resolve() != (report.ROOT / "figures").resolve() or not readme.is_file():
-        return
-    text = readme.read_text()
-    try:
-        new = bibliography.replace_block(text, benchmarks.readme_block(records, title),
-                                         benchmarks.README_START, benchmarks.README_END)
-    except ValueError:
-        return
-    if new != text:
-        from rlvr_lab import io
-
-        io.atomic_write_text(readme, new)
 
 
 def main(argv=None) -> int:

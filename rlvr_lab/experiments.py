@@ -490,9 +490,7 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
         if not catch:
             raise
         error = traceback.format_exc(limit=-3)
-        claims = [Claim(id=c, paper=exp.paper, statement="experiment failed", paper_value="",
-                        measured=float("nan"), criterion="", verdict="fail",
-                        reason=error.strip().splitlines()[-1]) for c in exp.claims]
+        claims = _failed_claims(exp, error.strip().splitlines()[-1])
     seconds = time.perf_counter() - start
     claims = [dataclasses.replace(c, experiment=name, paper=c.paper or exp.paper,
                                   setting=c.setting or exp.setting,
@@ -646,13 +644,17 @@ def _run_in_worker(name: str, quick: bool, out: str, force: bool) -> Result:
     return run(name, quick=quick, out_dir=out, force=force, catch=True)
 
 
+def _failed_claims(exp: Experiment, reason: str) -> list[Claim]:
+    """Every declared claim of ``exp`` as failed, with ``reason``."""
+    return [Claim(id=c, paper=exp.paper, statement="experiment failed", paper_value="",
+                  measured=float("nan"), criterion="", verdict="fail", reason=reason,
+                  experiment=exp.name, setting=exp.setting) for c in exp.claims]
+
+
 def _failed(name: str, error: str) -> Result:
     exp = get(name)
-    claims = [Claim(id=c, paper=exp.paper, statement="experiment failed", paper_value="",
-                    measured=float("nan"), criterion="", verdict="fail", reason=error,
-                    experiment=name, setting=exp.setting) for c in exp.claims]
-    return Result(experiment=name, paper=exp.paper, claims=claims, figures=[], tables=[],
-                  seconds=0.0, config_hash="", error=error)
+    return Result(experiment=name, paper=exp.paper, claims=_failed_claims(exp, error),
+                  figures=[], tables=[], seconds=0.0, config_hash="", error=error)
 
 
 def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: bool,

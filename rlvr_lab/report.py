@@ -71,14 +71,25 @@ def sync_readme(df: pd.DataFrame, out_dir: str | Path, *, quick: bool,
     the README always describes the committed ``figures/claims.csv``; returns the README's
     path when written, None otherwise (also when the README or its markers are missing).
     """
-    if quick or Path(out_dir).resolve() != (ROOT / "figures").resolve():
+    if quick:
+        return None
+    return sync_block(verdict_table(df), out_dir, START, END, readme=readme)
+
+
+def sync_block(block: str, out_dir: str | Path, start: str, end: str, *,
+               readme: str | Path | None = None) -> Path | None:
+    """Replace the README's part between the ``start`` and ``end`` markers by ``block`` when
+    ``out_dir`` is the checkout's ``figures/`` (so the README describes the committed files);
+    returns the README's path when it holds the block, None otherwise (also when the README
+    or its markers are missing)."""
+    if Path(out_dir).resolve() != (ROOT / "figures").resolve():
         return None
     path = Path(readme) if readme is not None else ROOT / "README.md"
     if not path.is_file():
         return None
     text = path.read_text()
     try:
-        new = replace_block(text, verdict_table(df))
+        new = bibliography.replace_block(text, block, start, end)
     except ValueError:
         return None
     if new != text:

@@ -193,6 +193,20 @@ def positive_control(gain_per_seed: npt.ArrayLike, level: float = 0.95, min_gain
                    min_gain=float(min_gain), name=name)
 
 
+def decide_sign(interval: Interval, *, claimed_below: bool = False
+                ) -> tuple[bool | None, str | None, str]:
+    """``(passed, verdict, note)`` for an effect claimed above 0 (or below with
+    ``claimed_below``): pass when the interval lies on the claimed side of 0, fail when it lies
+    on the other side, inconclusive (note: more seeds would decide) when it contains 0."""
+    good, bad = ((interval.below(0.0), interval.above(0.0)) if claimed_below
+                 else (interval.above(0.0), interval.below(0.0)))
+    if good:
+        return True, None, ""
+    if bad:
+        return False, None, ""
+    return None, "inconclusive", "; the 95% interval contains 0: more seeds would decide"
+
+
 def gate(claims: Iterable[Claim], control: Control) -> list[Claim]:
     """Claims decided by a comparison count only when the control passed.
 

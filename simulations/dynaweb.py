@@ -114,16 +114,6 @@ def run_study(key, num_seeds: int, config: DynaConfig, specs):
     return curves, table, k_err
 
 
-def decide(interval) -> tuple[bool | None, str | None, str]:
-    """A two-sided decision on a 95% interval of an effect claimed positive: pass above 0,
-    fail below 0, inconclusive when it contains 0 (more seeds would decide)."""
-    if interval.above(0.0):
-        return True, None, ""
-    if interval.below(0.0):
-        return False, None, ""
-    return None, "inconclusive", "; the 95% interval contains 0: more seeds would decide"
-
-
 def per_seed(table, arm, column):
     return table[table.arm == arm].sort_values("seed")[column].to_numpy(dtype=float)
 
@@ -286,7 +276,7 @@ def claims_from(table, sweep, threshold, crossings=None):
     gain = stats.mean_interval(per_seed(table, "dream", "gain_equal_interactions"))
     spent = per_seed(table, "dream", "interactions")
     matched = per_seed(table, "dream", "real_interactions_to_match") / spent
-    passed, verdict, note = decide(gain)
+    passed, verdict, note = stats.decide_sign(gain)
     c1 = claim("imagination_sample_efficiency",
                "Dreaming in a learned world model raises success per real interaction over "
                "real-only RL",
@@ -301,7 +291,7 @@ def claims_from(table, sweep, threshold, crossings=None):
 
     diff = stats.paired_difference(per_seed(table, expert, "final_success"),
                                    per_seed(table, "dream", "final_success"))
-    passed, verdict, note = decide(diff)
+    passed, verdict, note = stats.decide_sign(diff)
     c2 = claim("expert_raises_final_success",
                f"Interleaving expert trajectories (rho = {CLAIM_RATIO:g}) raises final success "
                "over dreaming alone",

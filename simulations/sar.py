@@ -73,18 +73,6 @@ def mean_mismatch(scales: pd.DataFrame, arm: str) -> np.ndarray:
     return d.groupby("seed").mismatch.mean().sort_index().to_numpy(float)
 
 
-def decide(interval, claimed_below: bool) -> tuple[bool | None, str | None, str]:
-    """pass when the interval lies on the claimed side of 0, fail on the other side,
-    inconclusive when it contains 0."""
-    good, bad = ((interval.below(0.0), interval.above(0.0)) if claimed_below
-                 else (interval.above(0.0), interval.below(0.0)))
-    if good:
-        return True, None, ""
-    if bad:
-        return False, None, ""
-    return None, "inconclusive", "; the 95% interval contains 0: more seeds would decide"
-
-
 # ----------------------------------------------------------------------------- figures
 def quality_figure(curves: pd.DataFrame):
     """FD and support rate vs post-training step, per arm (seed bands)."""
@@ -180,7 +168,7 @@ def claims_from(study) -> list:
 
     diff = stats.paired_difference(sar, tf)
     rel = stats.mean_interval((sar - tf) / tf)
-    passed, verdict, note = decide(diff, claimed_below=True)
+    passed, verdict, note = stats.decide_sign(diff, claimed_below=True)
     c1 = claim("sar_lowers_fd_vs_tf",
                "SAR post-training lowers the generation-quality distance compared with "
                "continued teacher forcing at equal steps",
@@ -195,7 +183,7 @@ def claims_from(study) -> list:
                        f"{note}"), **common)
 
     mm = stats.paired_difference(mean_mismatch(scales, "sar"), mean_mismatch(scales, "tf"))
-    passed, verdict, note = decide(mm, claimed_below=True)
+    passed, verdict, note = stats.decide_sign(mm, claimed_below=True)
     c3 = claim("sar_shrinks_mismatch",
                "SAR shrinks the train-test mismatch of the scales (loss on the model's own "
                "coarser predictions minus teacher-forced loss)",
@@ -210,7 +198,7 @@ def claims_from(study) -> list:
 
     student = final_fd(curves, "student")
     sd = stats.paired_difference(student, sar)
-    passed, verdict, note = decide(sd, claimed_below=False)
+    passed, verdict, note = stats.decide_sign(sd, claimed_below=False)
     gn = study.train[study.train.step > 0].groupby("arm").grad_norm.max()
     c4 = claim("full_student_forcing_worse",
                "Full student forcing (free-running contexts at every scale) is worse than SAR",
@@ -225,7 +213,7 @@ def claims_from(study) -> list:
 
     alt = final_fd(curves, "alternating")
     ad = stats.paired_difference(alt, sar)
-    passed, verdict, note = decide(ad, claimed_below=False)
+    passed, verdict, note = stats.decide_sign(ad, claimed_below=False)
     c5 = claim("alternating_schedule_worse",
                "An alternating teacher/student-forcing schedule is worse than SAR",
                ad.mean, passed,

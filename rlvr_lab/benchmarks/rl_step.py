@@ -46,7 +46,8 @@ def step_flops(config: sequence.SequenceRLConfig) -> float:
 
 def _measure(name: str, quick: bool, num_seeds: int) -> Measure:
     config = step_config(quick)
-    policy = transformer.init(jax.random.key(0), config.base.model_config())
+    mc = config.base.model_config()
+    policy = transformer.init(jax.random.key(0), mc)
     trainer = sequence.Trainer(config, base_policy=policy)
     state = trainer.init_state(num_seeds)
     key = jax.random.key(1)
@@ -63,7 +64,6 @@ def _measure(name: str, quick: bool, num_seeds: int) -> Measure:
     peak = matmul_peak(2048, 3)
     flops = num_seeds * step_flops(config)
     mfu = flops / seconds / peak
-    mc = config.base.model_config()
     per = f"{seconds / num_seeds * 1e3:.0f} ms per seed-step, " if num_seeds > 1 else ""
     return Measure(name, mfu,
                    f"MFU {mfu:.1%} per seed: GRPO step (rollout + verify + update) of "

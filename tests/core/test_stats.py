@@ -104,3 +104,15 @@ def test_bad_options_are_one_line_errors(bad):
         stats.equivalence([1.0, 2.0], [1.0, 2.0], **kw)
     with pytest.raises(ValueError, match="per seed"):
         stats.paired_difference([1.0, 2.0], [1.0])
+
+
+@pytest.mark.parametrize("low, high, below, want", [
+    (0.1, 0.5, False, (True, None)), (-0.5, -0.1, False, (False, None)),
+    (-0.1, 0.5, False, (None, "inconclusive")), (-0.5, -0.1, True, (True, None)),
+    (0.1, 0.5, True, (False, None)), (-0.1, 0.1, True, (None, "inconclusive")),
+])
+def test_decide_sign(low, high, below, want):
+    iv = stats.Interval((low + high) / 2, low, high, n=4)
+    passed, verdict, note = stats.decide_sign(iv, claimed_below=below)
+    assert (passed, verdict) == want
+    assert ("more seeds would decide" in note) == (verdict == "inconclusive")
