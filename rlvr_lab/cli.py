@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 EXIT_USAGE = 2
@@ -275,7 +276,7 @@ def _cmd_bench(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     _COMMAND_LINE["active"] = argv is None
     parser = _build_parser()
     try:

@@ -30,13 +30,17 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 import pandas as pd
 
 from rlvr_lab import io as _io
 from rlvr_lab import plotting
 from rlvr_lab._registry import Registry, positive_int
+
+if TYPE_CHECKING:
+    import jax
+    from matplotlib.figure import Figure
 
 CLAIM_COLUMNS = ("experiment", "paper", "setting", "claim", "statement", "paper_value",
                  "paper_ref", "measured", "measured_text", "criterion", "verdict", "reason")
@@ -94,9 +98,9 @@ class Claim:
         return {"fail": "FAIL"}.get(self.verdict, self.verdict)
 
 
-def claim(id: str, statement: str, measured, passed, criterion: str, *, paper: str = "",
-          paper_value: str = "", reason: str = "", setting: str = "", paper_ref: str = "",
-          verdict: str | None = None) -> Claim:
+def claim(id: str, statement: str, measured: Any, passed: object, criterion: str, *,
+          paper: str = "", paper_value: str = "", reason: str = "", setting: str = "",
+          paper_ref: str = "", verdict: str | None = None) -> Claim:
     """Build a :class:`Claim`.
 
     ``measured`` may be a number or text (text is kept in ``measured_text`` and ``measured``
@@ -154,12 +158,13 @@ class Context:
     figures: list = field(default_factory=list)
     tables: list = field(default_factory=list)
 
-    def key(self, salt: int = 0):
+    def key(self, salt: int = 0) -> jax.Array:
         """A typed ``jax.random.key`` derived from the run seed (and an optional salt)."""
         import jax
         return jax.random.fold_in(jax.random.key(self.seed), salt)
 
-    def progress(self, iterable: Iterable, desc: str, total: int | None = None):
+    def progress(self, iterable: Iterable, desc: str,
+                 total: int | None = None) -> Iterable[Any]:
         """``iterable`` with a progress bar on stderr named ``<experiment>: <desc>`` (one per
         stage or arm), so a long ``rlvr-lab run`` is never silent."""
         from tqdm.auto import tqdm
@@ -167,7 +172,7 @@ class Context:
         return tqdm(iterable, desc=f"{self.name}: {desc}", total=total, leave=False,
                     file=sys.stderr, disable=None)
 
-    def save_figure(self, fig, name: str) -> list[Path]:
+    def save_figure(self, fig: Figure, name: str) -> list[Path]:
         paths = plotting.save_figure(fig, name, out_dir=self.out_dir)
         self.figures.append(name)
         return paths
@@ -214,10 +219,12 @@ class Result:
 
 
 _EXPERIMENTS: Registry = Registry("experiment")
+_F = TypeVar("_F", bound="Callable[[Context], list[Claim]]")
 
 
 def experiment(name: str, *, paper: str, claims: Iterable[str], default_seeds: int = 16,
-               quick_seeds: int = 4, description: str = "", setting: str = ""):
+               quick_seeds: int = 4, description: str = "",
+               setting: str = "") -> Callable[[_F], _F]:
     """Decorator registering ``fn(ctx) -> list[Claim]`` as an experiment.
 
     ``setting`` (one of ``SETTINGS``) is where its claims are tested; it fills each returned

@@ -19,7 +19,9 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 _FALSE = {"", "0", "false", "no", "off"}
 _TRUE = {"1", "true", "yes", "on"}
@@ -122,20 +124,20 @@ class file_lock:
             self.handle.close()         # closing releases the lock
 
 
-def stable_hash(obj) -> str:
+def stable_hash(obj: Any) -> str:
     """Short SHA-256 of a JSON-able description (sorted keys; other objects via ``str``)."""
     text = json.dumps(obj, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def set_default_mode(path) -> None:
+def set_default_mode(path: str | Path) -> None:
     """Give a temporary file (created 0600 by mkstemp) the mode a plain ``open`` would."""
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(path, 0o666 & ~umask)
 
 
-def atomic_write_bytes(path, data: bytes) -> Path:
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,12 +153,12 @@ def atomic_write_bytes(path, data: bytes) -> Path:
     return path
 
 
-def atomic_write_text(path, text: str) -> Path:
+def atomic_write_text(path: str | Path, text: str) -> Path:
     """:func:`atomic_write_bytes` for text (UTF-8)."""
     return atomic_write_bytes(path, text.encode())
 
 
-def atomic_save(path, write) -> Path:
+def atomic_save(path: str | Path, write: Callable[[str], Any]) -> Path:
     """Atomically create ``path`` with ``write(tmp_path)`` (e.g. ``fig.savefig``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

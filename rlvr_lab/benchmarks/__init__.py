@@ -10,9 +10,12 @@ from __future__ import annotations
 import importlib
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rlvr_lab._registry import Registry
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _MEASURES: Registry = Registry("benchmark")
 MODULES = ("bandit", "rl_step", "transformer")   # the modules that register measures
@@ -51,7 +54,7 @@ def readme_block(records: list[dict], title: str) -> str:
     return "\n".join(lines)
 
 
-def figure(measures: list[Measure], title: str = "rlvr-lab bench"):
+def figure(measures: list[Measure], title: str = "rlvr-lab bench") -> Figure:
     """One horizontal bar per measure (log scale), its goal as a tick; a figure for the
     README's performance section."""
     from rlvr_lab import plotting
@@ -74,7 +77,8 @@ def figure(measures: list[Measure], title: str = "rlvr-lab bench"):
     return fig
 
 
-def benchmark(name: str, *, overwrite: bool = False):
+def benchmark(name: str, *, overwrite: bool = False
+              ) -> Callable[[Callable[[bool], Measure]], Callable[[bool], Measure]]:
     """Register ``fn(quick) -> Measure`` under ``name``."""
     def deco(fn: Callable[[bool], Measure]):
         _MEASURES.register(name, fn, overwrite=overwrite)

@@ -46,7 +46,7 @@ class NumpySGD:
     def __init__(self, params, learning_rate):
         self.lr = learning_rate
 
-    def step(self, params, grad):
+    def step(self, params: np.ndarray, grad: np.ndarray) -> None:
         params -= self.lr * grad
 
 
@@ -57,7 +57,7 @@ class NumpyAdam:
         self.lr, self.b1, self.b2, self.eps, self.t = learning_rate, b1, b2, eps, 0
         self.m1, self.m2 = np.zeros_like(params), np.zeros_like(params)
 
-    def step(self, params, grad):
+    def step(self, params: np.ndarray, grad: np.ndarray) -> None:
         self.t += 1
         self.m1 *= self.b1
         self.m1 += (1 - self.b1) * grad
@@ -68,7 +68,9 @@ class NumpyAdam:
         params -= self.lr * (self.m1 / (1 - self.b1 ** self.t)) / step
 
 
-def numpy_update(logits, optimizer, prompts, answers, old_logp, adv, config: BanditConfig):
+def numpy_update(logits: np.ndarray, optimizer: NumpySGD | NumpyAdam, prompts: np.ndarray,
+                 answers: np.ndarray, old_logp: np.ndarray, adv: np.ndarray,
+                 config: BanditConfig) -> None:
     """One PPO-clip (token-mean) optimizer step on a minibatch of whole groups, in place.
 
     ``prompts [g]`` (distinct), ``answers``, ``old_logp``, ``adv`` ``[g, G]``; temperature 1,
@@ -90,7 +92,8 @@ def numpy_update(logits, optimizer, prompts, answers, old_logp, adv, config: Ban
     optimizer.step(logits, grad)
 
 
-def numpy_train(seed: int, config: BanditConfig, logits0, reward_table, correct):
+def numpy_train(seed: int, config: BanditConfig, logits0: np.ndarray, reward_table: np.ndarray,
+                correct: np.ndarray) -> np.ndarray:
     """Plain NumPy GRPO + PPO-clip + Adam on the prompt bank; returns accuracy per step."""
     rng = np.random.default_rng(seed)
     K, V = logits0.shape

@@ -22,6 +22,8 @@ to fix.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from rlvr_lab.envs.tasks import Problem, Verdict
@@ -47,7 +49,8 @@ def make_problem(a: int, b: int, op: str = "+", difficulty: int | None = None) -
                    difficulty=difficulty if difficulty is not None else len(str(max(a, b))))
 
 
-def generate(rng: np.random.Generator, n: int, difficulties=(1, 2, 3), ops=("+",)) -> list[Problem]:
+def generate(rng: np.random.Generator, n: int, difficulties: Sequence[int] = (1, 2, 3),
+             ops: Sequence[str] = ("+",)) -> list[Problem]:
     for d in difficulties:
         if not 1 <= d <= MAX_DIGITS:
             raise ValueError(f"difficulty={d!r} is not allowed; arithmetic uses 1..{MAX_DIGITS}")

@@ -19,6 +19,7 @@ whose value misses the target -- well-formed and wrong.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -51,7 +52,8 @@ def _combine(rng, items):
     return items[0]
 
 
-def generate(rng: np.random.Generator, n: int, difficulties=(2, 3)) -> list[Problem]:
+def generate(rng: np.random.Generator, n: int,
+             difficulties: Sequence[int] = (2, 3)) -> list[Problem]:
     for d in difficulties:
         if not 2 <= d <= MAX_NUMBERS:
             raise ValueError(f"difficulty={d!r} is not allowed; countdown uses "
@@ -110,7 +112,7 @@ def _tokens(text: str):
     return out
 
 
-def parse(text: str):
+def parse(text: str) -> tuple[Fraction | None, list[int]]:
     """``(value: Fraction | None, numbers used)``; raises ``_Malformed`` on bad syntax.
 
     ``value`` is None after a division by zero.

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import check_choice, positive_int
 from rlvr_lab.utils import check_number
@@ -81,7 +82,8 @@ class PromptBank(NamedTuple):
         return self.logits0.shape[0]
 
 
-def make_bank(config: PromptBankConfig = PromptBankConfig(), key=None) -> PromptBank:
+def make_bank(config: PromptBankConfig = PromptBankConfig(),
+              key: jax.Array | None = None) -> PromptBank:
     """Build the bank from ``config.seed`` (or an explicit typed ``key``)."""
     key = jax.random.key(config.seed) if key is None else key
     k_logit, k_p0, k_fmt, k_lvl = jax.random.split(key, 4)
@@ -108,7 +110,7 @@ def _reward_table(config, correct, k_fmt, k_lvl):
     return jnp.where(correct, config.correct_reward, wrong)
 
 
-def set_success_probability(logits, correct, p):
+def set_success_probability(logits: ArrayLike, correct: ArrayLike, p: ArrayLike) -> jax.Array:
     """Shift the correct answers' logits so each row's correct mass is exactly ``p``."""
     lse_c = jax.nn.logsumexp(jnp.where(correct, logits, -jnp.inf), axis=-1)
     lse_w = jax.nn.logsumexp(jnp.where(correct, -jnp.inf, logits), axis=-1)
@@ -116,17 +118,18 @@ def set_success_probability(logits, correct, p):
     return logits + jnp.where(correct, shift[:, None], 0.0)
 
 
-def success_probability(logits, correct):
+def success_probability(logits: ArrayLike, correct: ArrayLike) -> jax.Array:
     """Per-prompt probability of a correct answer, ``[K]``."""
     return jnp.sum(jnp.where(correct, jax.nn.softmax(logits, axis=-1), 0.0), axis=-1)
 
 
-def expected_reward(logits, reward_table):
+def expected_reward(logits: ArrayLike, reward_table: ArrayLike) -> jax.Array:
     """Per-prompt expected reward ``E_k[R]``, ``[K]``."""
     return jnp.sum(jax.nn.softmax(logits, axis=-1) * reward_table, axis=-1)
 
 
-def exact_policy_gradient(logits, reward_table, prompt_weights=None):
+def exact_policy_gradient(logits: jax.Array, reward_table: ArrayLike,
+                          prompt_weights: jax.Array | None = None) -> jax.Array:
     """Gradient of ``J = sum_k w_k E_k[R]`` w.r.t. the logits (``w_k = 1/K`` by default).
 
     ``dJ/dlogits[k, v] = w_k * pi_kv * (R_kv - E_k[R])``.
@@ -137,10 +140,10 @@ def exact_policy_gradient(logits, reward_table, prompt_weights=None):
     return w[:, None] * pi * (reward_table - jnp.sum(pi * reward_table, -1, keepdims=True))
 
 
-def rewards_of(bank: PromptBank, prompts, answers):
+def rewards_of(bank: PromptBank, prompts: jax.Array, answers: ArrayLike) -> jax.Array:
     """Rewards of ``answers [B, G]`` to ``prompts [B]``."""
     return bank.reward_table[prompts[:, None], answers]
 
 
-def is_correct(bank: PromptBank, prompts, answers):
+def is_correct(bank: PromptBank, prompts: jax.Array, answers: ArrayLike) -> jax.Array:
     return bank.correct[prompts[:, None], answers]

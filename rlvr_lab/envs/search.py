@@ -21,6 +21,8 @@ off-by-one stopping rule; well-formed, always wrong).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
 
 from rlvr_lab.envs.tasks import Problem, Verdict
@@ -29,7 +31,7 @@ NAME = "search"
 MAX_DIFFICULTY = 5
 
 
-def make_problem(target: int, digits, difficulty: int | None = None) -> Problem:
+def make_problem(target: int, digits: Iterable[int], difficulty: int | None = None) -> Problem:
     """The problem of finding ``target`` (0-9) in ``digits`` (it must occur, not last)."""
     digits = [int(x) for x in digits]
     if not 0 <= target <= 9 or any(not 0 <= x <= 9 for x in digits):
@@ -49,7 +51,8 @@ def _position(rng, d: int) -> int:
     return int(rng.choice(ks, p=(1 / ks) / (1 / ks).sum()))
 
 
-def generate(rng: np.random.Generator, n: int, difficulties=(3, 4)) -> list[Problem]:
+def generate(rng: np.random.Generator, n: int,
+             difficulties: Sequence[int] = (3, 4)) -> list[Problem]:
     for d in difficulties:
         if not 1 <= d <= MAX_DIFFICULTY:
             raise ValueError(f"difficulty={d!r} is not allowed; search uses 1..{MAX_DIFFICULTY}")

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Iterable, Sequence
+from types import ModuleType
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from rlvr_lab._registry import check_choice
 from rlvr_lab.envs import tokenizer
@@ -45,13 +48,14 @@ class Verdict(NamedTuple):
     correct: bool
 
 
-def task_module(name: str):
+def task_module(name: str) -> ModuleType:
     """The module implementing task ``name`` (``arithmetic`` or ``countdown``)."""
     check_choice("task", name, TASK_NAMES)
     return importlib.import_module(f"rlvr_lab.envs.{name}")
 
 
-def generate(name: str, rng: np.random.Generator, n: int, difficulties) -> list[Problem]:
+def generate(name: str, rng: np.random.Generator, n: int,
+             difficulties: Iterable[int] | np.ndarray) -> list[Problem]:
     """``n`` problems of task ``name`` with difficulties drawn uniformly from ``difficulties``.
 
     ``n`` is an integer >= 0 and ``difficulties`` a non-empty sequence of integers (the task
@@ -101,13 +105,15 @@ class Batch(NamedTuple):
     difficulty: np.ndarray       # [M] int
 
 
-def encode(problems, prompt_width: int, completion_width: int) -> Batch:
+def encode(problems: Sequence[Problem], prompt_width: int, completion_width: int) -> Batch:
     prompts, valid = tokenizer.encode_prompts([p.prompt for p in problems], prompt_width)
     sols, mask = tokenizer.encode_completions([p.solution for p in problems], completion_width)
     return Batch(prompts, valid, sols, mask, np.array([p.difficulty for p in problems]))
 
 
-def score_completions(problems, completion_ids, scheme: str = "binary", **reward_kw):
+def score_completions(problems: Sequence[Problem], completion_ids: npt.ArrayLike,
+                      scheme: str = "binary", **reward_kw: float
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """Decode ``completion_ids`` ``[..., M, N]`` (leading axes = repeats of the M problems in
     order, e.g. seeds or groups flattened) and verify. Returns ``(rewards, correct)`` float32
     and bool arrays of shape ``completion_ids.shape[:-1]``."""
@@ -125,6 +131,6 @@ def score_completions(problems, completion_ids, scheme: str = "binary", **reward
     return rewards.reshape(ids.shape[:-1]), correct.reshape(ids.shape[:-1])
 
 
-def widths(name: str, difficulties) -> tuple[int, int]:
+def widths(name: str, difficulties: Iterable[int]) -> tuple[int, int]:
     """(prompt width incl. BOS, reference completion width incl. EOS) for the hardest level."""
     return task_module(name).widths(max(difficulties))

@@ -7,7 +7,10 @@ layout :mod:`rlvr_lab.models.transformer` samples from) and completions right-pa
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
+import numpy.typing as npt
 
 PAD, BOS, EOS = 0, 1, 2
 CHARS = "0123456789+-*/()=>,:ACS"  # append only: ids of existing characters stay
@@ -24,7 +27,7 @@ def encode(text: str) -> list[int]:
         raise ValueError(f"character {err.args[0]!r} is not in the vocabulary {CHARS!r}") from None
 
 
-def decode(ids) -> str:
+def decode(ids: npt.ArrayLike) -> str:
     """Text of ``ids`` up to the first EOS; PAD/BOS skipped, unknown ids become ``"?"``."""
     out = []
     for i in np.asarray(ids).reshape(-1).tolist():
@@ -37,7 +40,8 @@ def decode(ids) -> str:
     return "".join(out)
 
 
-def encode_prompts(texts, width: int | None = None):
+def encode_prompts(texts: Iterable[str], width: int | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """``BOS + text`` left-padded to ``width`` -> ``(ids [B, W] int32, valid [B, W] bool)``."""
     rows = [[BOS] + encode(t) for t in texts]
     need = max((len(r) for r in rows), default=1)
@@ -50,7 +54,8 @@ def encode_prompts(texts, width: int | None = None):
     return ids, ids != PAD
 
 
-def encode_completions(texts, width: int | None = None):
+def encode_completions(texts: Iterable[str], width: int | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """``text + EOS`` right-padded to ``width`` -> ``(ids [B, N] int32, mask [B, N] bool)``."""
     rows = [encode(t) + [EOS] for t in texts]
     need = max((len(r) for r in rows), default=1)
@@ -65,5 +70,5 @@ def encode_completions(texts, width: int | None = None):
     return ids, mask
 
 
-def decode_batch(ids) -> list[str]:
+def decode_batch(ids: npt.ArrayLike) -> list[str]:
     return [decode(row) for row in np.asarray(ids)]

@@ -62,6 +62,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 from flax import struct
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import positive_int
 from rlvr_lab.utils import check_number
@@ -167,14 +168,14 @@ class EnvState:
 
 
 # ----------------------------------------------------------------------------- site generation
-def uniform_choice(u, allowed):
+def uniform_choice(u: ArrayLike, allowed: jax.Array) -> jax.Array:
     """The index among the ``allowed`` ones (a bool vector with at least one True) that a
     uniform number ``u`` in [0, 1) picks, all allowed indices being equally likely."""
     rank = jnp.floor(u * allowed.sum()).astype(jnp.int32)          # which allowed index
     return jnp.argmax(allowed & (jnp.cumsum(allowed) == rank + 1))
 
 
-def generate_site(key, config: SiteConfig) -> EnvParams:
+def generate_site(key: jax.Array, config: SiteConfig) -> EnvParams:
     """Draw one site (tree, page types, flaky pages, tasks) as described in the module doc."""
     P, L, V = config.num_pages, config.num_links, config.num_values
     # one uniform draw feeds every choice (random calls are the slow part of compiling)
@@ -212,28 +213,29 @@ def generate_site(key, config: SiteConfig) -> EnvParams:
 
 
 # ----------------------------------------------------------------------------- observations
-def live_obs(page, field, params: EnvParams):
+def live_obs(page: int | jax.Array, field: int | jax.Array,
+             params: EnvParams) -> int | jax.Array:
     return page * (params.num_values + 1) + field
 
 
-def confirm_obs(value, params: EnvParams):
+def confirm_obs(value: int | jax.Array, params: EnvParams) -> int | jax.Array:
     return params.num_pages * (params.num_values + 1) + value
 
 
-def purchased_obs(params: EnvParams):
+def purchased_obs(params: EnvParams) -> int:
     return params.num_pages * (params.num_values + 1) + params.num_values
 
 
-def home_obs(params: EnvParams):
+def home_obs(params: EnvParams) -> int:
     return live_obs(0, 0, params)
 
 
-def terminal_obs_mask(params: EnvParams):
+def terminal_obs_mask(params: EnvParams) -> jax.Array:
     """[O] bool: the CONFIRM(v) and PURCHASED observations."""
     return jnp.arange(params.num_obs) >= params.num_pages * (params.num_values + 1)
 
 
-def reachable_obs_mask(params: EnvParams):
+def reachable_obs_mask(params: EnvParams) -> jax.Array:
     """[O] bool: observations some action sequence can show (typed fields only on the form,
     and the terminal ones)."""
     o = jnp.arange(params.num_obs)
@@ -243,20 +245,20 @@ def reachable_obs_mask(params: EnvParams):
     return jnp.where(live, (field == 0) | on_form, True)
 
 
-def is_success(obs, task, params: EnvParams):
+def is_success(obs: ArrayLike, task: ArrayLike, params: EnvParams) -> jax.Array:
     """The verifiable success check of an observation for a task (module doc)."""
     reach = obs == live_obs(params.task_page[task], 0, params)
     form = obs == confirm_obs(params.task_value[task], params)
     return jnp.where(params.task_kind[task] == REACH_TASK, reach, form)
 
 
-def success_obs_mask(params: EnvParams):
+def success_obs_mask(params: EnvParams) -> jax.Array:
     """[K, O] bool: which observations succeed for each task."""
     return jax.vmap(lambda k: is_success(jnp.arange(params.num_obs), k, params))(
         jnp.arange(params.num_tasks))
 
 
-def features(obs, params: EnvParams):
+def features(obs: ArrayLike, params: EnvParams) -> jax.Array:
     """A readable rendering ``[page, page type, field, link_0 .. link_{L-1}]`` of a live
     observation; terminal ones render as ``[-1, -1, v (or V for PURCHASED), -1 ...]``."""
     V = params.num_values
@@ -296,7 +298,7 @@ def _decode(obs, params: EnvParams):
     return jnp.minimum(obs // (V + 1), params.num_pages - 1), obs % (V + 1)
 
 
-def transition_tensor(params: EnvParams):
+def transition_tensor(params: EnvParams) -> jax.Array:
     """[O, A, O] exact law of the next observation; terminal observations are absorbing."""
     n_obs, n_act = params.num_obs, params.num_actions
     obs = jnp.arange(n_obs)
@@ -311,7 +313,7 @@ def transition_tensor(params: EnvParams):
     return loaded + stay
 
 
-def reset_to_task(params: EnvParams, task):
+def reset_to_task(params: EnvParams, task: ArrayLike) -> tuple[jax.Array, EnvState]:
     """The start state of an episode of ``task``: home page, empty field."""
     z = jnp.zeros((), jnp.int32)
     obs = jnp.asarray(home_obs(params), jnp.int32)
@@ -319,12 +321,13 @@ def reset_to_task(params: EnvParams, task):
                          done=jnp.zeros((), bool), success=jnp.zeros((), bool))
 
 
-def reset(key, params: EnvParams):
+def reset(key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
     """Start an episode of a task drawn uniformly from the site's tasks."""
     return reset_to_task(params, jax.random.randint(key, (), 0, params.num_tasks))
 
 
-def step(key, state: EnvState, action, params: EnvParams):
+def step(key: jax.Array, state: EnvState, action: ArrayLike, params: EnvParams
+         ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, dict[str, jax.Array]]:
     """One step: ``(obs, state, reward, done, info)`` with ``info = {"success",
     "interaction"}`` (rules in the module doc)."""
     nxt, may_fail = _outcome(state.page, state.field, action, params)
@@ -344,7 +347,7 @@ def step(key, state: EnvState, action, params: EnvParams):
 
 
 # ----------------------------------------------------------------------------- expert
-def page_depth(params: EnvParams):
+def page_depth(params: EnvParams) -> jax.Array:
     """[P] number of clicks from home to each page."""
     def up(depth, _):
         return jnp.where(jnp.arange(params.num_pages) == 0, 0, depth[params.parent] + 1), None
@@ -353,7 +356,7 @@ def page_depth(params: EnvParams):
     return depth
 
 
-def expert_actions(params: EnvParams):
+def expert_actions(params: EnvParams) -> jax.Array:
     """[K, O] int32: a shortest-path expert. For a reach task, or for a form task until it
     stands on the form page: the link towards the goal page if the goal lies below the
     current page, else ``back``. On the form page: ``type(goal value)`` unless already typed,

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab import metrics
 
 
-def log_policy(logits, temperature=1.0):
+def log_policy(logits: ArrayLike, temperature: ArrayLike = 1.0) -> jax.Array:
     """Log-probabilities ``log softmax(logits / T)`` over the last axis."""
     return jax.nn.log_softmax(logits / temperature, axis=-1)
 
 
-def sample(key, logits, num_samples: int, temperature=1.0):
+def sample(key: jax.Array, logits: jax.Array, num_samples: int,
+           temperature: ArrayLike = 1.0) -> jax.Array:
     """Draw ``num_samples`` answers per row: ``logits [B, V]`` -> answers ``[B, num_samples]``.
 
     Inverse-CDF sampling: one uniform per draw instead of V Gumbels (``jax.random.categorical``),
@@ -30,17 +32,18 @@ def sample(key, logits, num_samples: int, temperature=1.0):
     return jnp.minimum(draws, logits.shape[-1] - 1)
 
 
-def answer_log_prob(logits, answers, temperature=1.0):
+def answer_log_prob(logits: ArrayLike, answers: ArrayLike,
+                    temperature: ArrayLike = 1.0) -> jax.Array:
     """``log pi(answers)`` for ``logits [B, V]`` and ``answers [B, G]`` -> ``[B, G]``."""
     return jnp.take_along_axis(log_policy(logits, temperature), answers, axis=-1)
 
 
-def entropy(logits, temperature=1.0):
+def entropy(logits: ArrayLike, temperature: ArrayLike = 1.0) -> jax.Array:
     """Per-row entropy of ``softmax(logits / T)``."""
     return metrics.entropy(logits / temperature)
 
 
-def kl_divergence(logits, ref_logits):
+def kl_divergence(logits: ArrayLike, ref_logits: ArrayLike) -> jax.Array:
     """Exact ``KL(pi || pi_ref)`` per row."""
     logp, logq = log_policy(logits), log_policy(ref_logits)
     return jnp.sum(jnp.exp(logp) * (logp - logq), axis=-1)

@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import nnx, struct
+from jax.typing import ArrayLike
 
 PAD_ID = 0
 EOS_ID = 2
@@ -139,7 +141,7 @@ class Block(nnx.Module):
         self.up = nnx.Linear(d, cfg.ff, rngs=rngs)
         self.down = nnx.Linear(cfg.ff, d, kernel_init=out_init, rngs=rngs)
 
-    def act(self, site: str, x):
+    def act(self, site: str, x: jax.Array) -> jax.Array:
         """The config's activation hook at ``site`` (identity when ``act_hook`` is None)."""
         hook = self.cfg.act_hook
         return x if hook is None else hook(site, x)
@@ -164,18 +166,20 @@ class Block(nnx.Module):
         hidden = jax.nn.gelu(self.up(self._act_rows("up_in", self.ln2(x), b, t)))
         return x + self.down(self._act_rows("down_in", hidden, b, t))
 
-    def qkv_heads(self, x):
+    def qkv_heads(self, x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Queries, keys, values ``[B, T, H, Dh]`` of ``x [B, T, D]`` (the hook sees keys and
         values in this shape)."""
         b, t, d = x.shape
         return self._qkv_rows(x.reshape(b * t, d), b, t)
 
-    def finish(self, x, q, k, v, mask):
+    def finish(self, x: jax.Array, q: jax.Array, k: jax.Array, v: jax.Array,
+               mask: ArrayLike) -> jax.Array:
         """Attention of queries ``q`` over keys/values ``k, v`` (``[B, T|S, H, Dh]``, mask
         ``[B, 1, T, S]``), then the MLP."""
         return self.finish_heads(x, _heads_major(q), _heads_major(k), _heads_major(v), mask)
 
-    def finish_heads(self, x, q, k, v, mask):
+    def finish_heads(self, x: jax.Array, q: jax.Array, k: jax.Array, v: jax.Array,
+                     mask: ArrayLike) -> jax.Array:
         """:meth:`finish` with heads-major ``q [B, H, T, Dh]``, ``k, v [B, H, S, Dh]``."""
         b, t, d = x.shape
         return self._finish_rows(x.reshape(b * t, d), _attention(q, k, v, mask), b, t).reshape(
@@ -194,8 +198,9 @@ class Transformer(nnx.Module):
         self.blocks = nnx.List([Block(cfg, rngs=rngs) for _ in range(cfg.n_layers)])
         self.ln_f = nnx.LayerNorm(cfg.d_model, rngs=rngs)
 
-    def __call__(self, tokens, positions, valid, *, return_cache: bool = False,
-                 heads_major: bool = False):
+    def __call__(self, tokens: jax.Array, positions: jax.Array, valid: jax.Array, *,
+                 return_cache: bool = False, heads_major: bool = False
+                 ) -> jax.Array | tuple[jax.Array, tuple[tuple[jax.Array, jax.Array], ...]]:
         """Logits ``[B, T, V]`` for every position (causal, pads masked as keys).
 
         With ``return_cache`` also the per-layer ``(k, v)`` of shape ``[B, T, H, Dh]`` each
@@ -214,7 +219,10 @@ class Transformer(nnx.Module):
         logits = self.embed.attend(self.ln_f(x)).reshape(b, t, -1)
         return (logits, tuple(cache)) if return_cache else logits
 
-    def decode(self, token, position, index, cache, key_valid, *, heads_major: bool = False):
+    def decode(self, token: jax.Array, position: jax.Array, index: ArrayLike,
+               cache: Sequence[tuple[jax.Array, jax.Array]], key_valid: jax.Array, *,
+               heads_major: bool = False
+               ) -> tuple[jax.Array, tuple[tuple[jax.Array, jax.Array], ...]]:
         """One cached step: ``token`` ``[B]`` at column ``index`` (scalar) -> logits ``[B, V]``.
 
         ``cache`` holds per-layer ``(k, v)`` ``[B, S, H, Dh]`` (``[B, H, S, Dh]`` with
@@ -248,12 +256,12 @@ class Policy:
 
 
 @functools.lru_cache(maxsize=None)
-def graphdef(config: TransformerConfig):
+def graphdef(config: TransformerConfig) -> nnx.GraphDef[Transformer]:
     """The module structure for ``config`` (parameters are supplied separately)."""
     return nnx.split(nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0))))[0]
 
 
-def init(key, config: TransformerConfig) -> Policy:
+def init(key: jax.Array, config: TransformerConfig) -> Policy:
     """Fresh parameters from a typed PRNG key."""
     model = Transformer(config, rngs=nnx.Rngs(params=key))
     return Policy(config, nnx.state(model, nnx.Param))
@@ -264,7 +272,7 @@ def module(policy: Policy) -> Transformer:
     return nnx.merge(graphdef(policy.config), policy.params)
 
 
-def positions_for(valid):
+def positions_for(valid: jax.Array) -> jax.Array:
     """Positions counted from each row's first valid token (0 on left padding)."""
     return jnp.maximum(jnp.cumsum(valid.astype(jnp.int32), axis=-1) - 1, 0)
 
@@ -323,9 +331,11 @@ def _draw_with(noise, logp, top_p):
 
 
 @functools.partial(jax.jit, static_argnames=("max_new_tokens", "top_p", "eos_id", "use_cache"))
-def sample(key, policy: Policy, prompts, prompt_valid=None, *, max_new_tokens: int,
-           temperature=1.0, top_p: float = 1.0, eos_id: int = EOS_ID,
-           use_cache: bool = True, prefix=None, prefix_len=None) -> Rollout:
+def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
+           prompt_valid: ArrayLike | None = None, *, max_new_tokens: int,
+           temperature: ArrayLike = 1.0, top_p: float = 1.0, eos_id: int = EOS_ID,
+           use_cache: bool = True, prefix: ArrayLike | None = None,
+           prefix_len: ArrayLike | None = None) -> Rollout:
     """Autoregressive sampling of ``max_new_tokens`` tokens after left-padded ``prompts``.
 
     ``key`` a typed PRNG key (step ``i`` uses ``fold_in(key, i)``, so cached and uncached
@@ -403,7 +413,8 @@ def sample(key, policy: Policy, prompts, prompt_valid=None, *, max_new_tokens: i
     return Rollout(tokens.astype(jnp.int32), logp, ent, live)
 
 
-def completion_logits(policy: Policy, prompts, prompt_valid, completions):
+def completion_logits(policy: Policy, prompts: jax.Array, prompt_valid: ArrayLike,
+                      completions: jax.Array) -> jax.Array:
     """Logits ``[B, N, V]`` predicting each completion token (one full causal pass)."""
     b, p = prompts.shape
     n = completions.shape[1]
@@ -413,8 +424,9 @@ def completion_logits(policy: Policy, prompts, prompt_valid, completions):
     return logits[:, p - 1:p + n - 1]
 
 
-def score(policy: Policy, prompts, prompt_valid, completions, *, temperature=1.0,
-          with_entropy: bool = False):
+def score(policy: Policy, prompts: ArrayLike, prompt_valid: ArrayLike | None,
+          completions: jax.Array, *, temperature: ArrayLike = 1.0,
+          with_entropy: bool = False) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Per-token log-probs ``[B, N]`` of ``completions`` under ``softmax(logits / T)``.
 
     Same layout as :func:`sample`; values at masked (post-EOS) tokens are meaningless and must

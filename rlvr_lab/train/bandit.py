@@ -19,6 +19,7 @@ over all prompts), ``pass@k`` (population ``1-(1-p)^k``), ``entropy``, ``kl_ref`
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import jax
@@ -26,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pandas as pd
+from jax.typing import ArrayLike
 
 from rlvr_lab import losses, metrics
 from rlvr_lab._registry import positive_int
@@ -120,7 +122,7 @@ class TrainState(NamedTuple):
     rollout_state: Any
 
 
-def make_optimizer(config: BanditConfig, learning_rate) -> optax.GradientTransformation:
+def make_optimizer(config: BanditConfig, learning_rate: ArrayLike) -> optax.GradientTransformation:
     # adafactor branches on min_dim_size_to_factor in Python: it must not become an array
     static = ("min_dim_size_to_factor",) if config.optimizer == "adafactor" else ()
     opt = optax.inject_hyperparams(getattr(optax, config.optimizer), static_args=static)(
@@ -130,7 +132,7 @@ def make_optimizer(config: BanditConfig, learning_rate) -> optax.GradientTransfo
     return opt
 
 
-def step_metrics(config: BanditConfig, bank, logits) -> dict:
+def step_metrics(config: BanditConfig, bank: prompt_bank.PromptBank, logits: ArrayLike) -> dict:
     """Exact metrics of the sampling policy ``softmax(logits / T)`` on the whole bank."""
     logp = tabular.log_policy(logits, config.temperature)
     ref_logp = tabular.log_policy(bank.logits0, config.temperature)
@@ -147,7 +149,8 @@ def step_metrics(config: BanditConfig, bank, logits) -> dict:
     return out
 
 
-def make_train(config: BanditConfig):
+def make_train(config: BanditConfig
+               ) -> Callable[..., tuple[TrainState, dict[str, jax.Array]]]:
     """Build ``train(key, hparams=None, init_logits=None) -> (TrainState, metrics)``.
 
     ``metrics`` maps names to arrays of shape ``[num_steps]``.
@@ -235,13 +238,14 @@ def make_train(config: BanditConfig):
     return train
 
 
-def seed_keys(key, num_seeds: int):
+def seed_keys(key: jax.Array, num_seeds: int) -> jax.Array:
     """One key per seed; the first n keys do not depend on ``num_seeds``."""
     return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_seeds))
 
 
-def train_seeds(config: BanditConfig, key, num_seeds: int, hparams: Hparams | None = None,
-                *, devices=None):
+def train_seeds(config: BanditConfig, key: jax.Array, num_seeds: int,
+                hparams: Hparams | None = None, *, devices: Iterable[jax.Device] | None = None
+                ) -> tuple[TrainState, dict[str, jax.Array]]:
     """``jit(vmap(train))`` over ``num_seeds`` seeds, the seed axis sharded over ``devices``.
 
     Returns ``(states, metrics)`` with a leading seed axis. The numbers do not depend on the
@@ -267,7 +271,7 @@ def _vmapped_train(config: BanditConfig):
     return jax.jit(jax.vmap(make_train(config), in_axes=(0, None)))
 
 
-def metrics_frame(metrics: dict, **labels) -> pd.DataFrame:
+def metrics_frame(metrics: dict, **labels: Any) -> pd.DataFrame:
     """Long-form DataFrame (``seed, step, metric, value`` + label columns) from metrics of
     shape ``[steps]`` or ``[seeds, steps]``."""
     frames = []

@@ -24,6 +24,7 @@ import operator
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 _BISECTION_STEPS = 80
 
@@ -50,7 +51,8 @@ def _check_budget(budget, num_prompts: int, lo: int, hi: int | None) -> None:
                          f"max_per_prompt={hi} it must be <= {num_prompts * hi}")
 
 
-def largest_remainder(targets, budget, *, max_per_prompt=None):
+def largest_remainder(targets: ArrayLike, budget: ArrayLike, *,
+                      max_per_prompt: int | None = None) -> jax.Array:
     """Round real ``targets`` (summing to at most ``budget``) to ints summing to ``budget``.
 
     Each entry gets ``floor(target)``; the leftover units go one each to the entries with the
@@ -67,8 +69,8 @@ def largest_remainder(targets, budget, *, max_per_prompt=None):
     return (floor + (rank < extra)).astype(jnp.int32)
 
 
-def proportional_allocation(weights, budget, *, min_per_prompt: int = 1,
-                            max_per_prompt: int | None = None):
+def proportional_allocation(weights: ArrayLike, budget: ArrayLike, *, min_per_prompt: int = 1,
+                            max_per_prompt: int | None = None) -> jax.Array:
     """Integer counts ``n_i ∝ weights_i`` with an exact total and per-prompt bounds (int32).
 
     See the module docstring for the method and guarantees.
@@ -103,7 +105,7 @@ def proportional_allocation(weights, budget, *, min_per_prompt: int = 1,
     return largest_remainder(fill(log_c), budget, max_per_prompt=hi)
 
 
-def uniform_allocation(num_prompts: int, budget):
+def uniform_allocation(num_prompts: int, budget: ArrayLike) -> jax.Array:
     """``budget`` rollouts spread as evenly as possible over ``num_prompts`` (int32 ``[B]``).
 
     Every prompt gets ``budget // B``; the first ``budget % B`` prompts get one more.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any, TypeVar
 
 import jax
 import numpy as np
@@ -20,6 +21,7 @@ from flax import serialization
 from rlvr_lab import io as _io
 
 MAGIC = b"RLVR-LAB-CHECKPOINT v1\n"
+_T = TypeVar("_T")
 
 
 class CheckpointError(ValueError):
@@ -45,7 +47,7 @@ def _describe(tree):
                     "dtypes": [str(a.dtype) for a in arrays]}
 
 
-def save(path, tree, meta: dict | None = None) -> Path:
+def save(path: str | Path, tree: Any, meta: dict | None = None) -> Path:
     """Write ``tree`` (any pytree of arrays / typed keys) and JSON-able ``meta`` to ``path``."""
     path = Path(path)
     arrays, layout = _describe(tree)
@@ -56,7 +58,7 @@ def save(path, tree, meta: dict | None = None) -> Path:
     return path
 
 
-def load(path, template, expect_meta: dict | None = None):
+def load(path: str | Path, template: _T, expect_meta: dict | None = None) -> _T:
     """Restore a tree shaped like ``template`` from ``path``; CheckpointError if anything is off.
 
     ``expect_meta``: keys that must be present in the stored metadata with equal values.
@@ -96,7 +98,7 @@ def load(path, template, expect_meta: dict | None = None):
     return jax.tree.unflatten(treedef, out)
 
 
-def read_meta(path) -> dict:
+def read_meta(path: str | Path) -> dict:
     """The metadata stored in a checkpoint (CheckpointError if unreadable)."""
     raw = Path(path).read_bytes()
     if not raw.startswith(MAGIC):

@@ -19,11 +19,16 @@ import dataclasses
 import functools
 import inspect
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import numpy as np
 
 from rlvr_lab import _registry
+
+if TYPE_CHECKING:
+    from rlvr_lab.train.rollout import RolloutStage
+
+_T = TypeVar("_T")
 
 # TRL's loss_type picks the policy loss *and* the aggregation (TRL GRPOConfig):
 # grpo normalises per sequence, bnpo/dapo per token, dr_grpo by a constant B * T.
@@ -123,7 +128,7 @@ def _same(a, b) -> bool:
 
 
 # ----------------------------------------------------------------------------- field checks
-def option(default, *checks, **field_kwargs):
+def option(default: Any, *checks: Callable[[str, Any], None], **field_kwargs: Any) -> Any:
     """A dataclass field whose value must pass every check ``check(name, value)``."""
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable defaults need default_factory")
@@ -141,11 +146,11 @@ def _integer(name, value, minimum):
         raise ValueError(f"{name}={value!r} is not allowed; it must be an integer >= {minimum}")
 
 
-def positive_int(name, value):
+def positive_int(name: str, value: Any) -> None:
     _integer(name, value, 1)
 
 
-def non_negative_int(name, value):
+def non_negative_int(name: str, value: Any) -> None:
     _integer(name, value, 0)
 
 
@@ -154,36 +159,36 @@ def _real(name, value, ok: Callable[[float], bool], what: str):
         raise ValueError(f"{name}={value!r} is not allowed; it must be a finite number {what}")
 
 
-def positive(name, value):
+def positive(name: str, value: Any) -> None:
     _real(name, value, lambda v: v > 0, "> 0")
 
 
-def non_negative(name, value):
+def non_negative(name: str, value: Any) -> None:
     _real(name, value, lambda v: v >= 0, ">= 0")
 
 
-def below_one(name, value):
+def below_one(name: str, value: Any) -> None:
     _real(name, value, lambda v: 0 <= v < 1, "in [0, 1)")
 
 
-def unit_interval(name, value):
+def unit_interval(name: str, value: Any) -> None:
     _real(name, value, lambda v: 0 <= v <= 1, "in [0, 1]")
 
 
-def open_unit_interval(name, value):
+def open_unit_interval(name: str, value: Any) -> None:
     _real(name, value, lambda v: 0 < v <= 1, "in (0, 1]")
 
 
-def above_one(name, value):
+def above_one(name: str, value: Any) -> None:
     _real(name, value, lambda v: v > 1, "> 1")
 
 
-def boolean(name, value):
+def boolean(name: str, value: Any) -> None:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name}={value!r} is not allowed; it must be True or False")
 
 
-def optional(check):
+def optional(check: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
     """``check`` unless the value is None."""
     def run(name, value):
         if value is not None:
@@ -191,13 +196,13 @@ def optional(check):
     return run
 
 
-def choice(*allowed):
+def choice(*allowed: Any) -> Callable[[str, Any], None]:
     def run(name, value):
         _registry.check_choice(name, value, allowed)
     return run
 
 
-def registered(category: str, *also: type):
+def registered(category: str, *also: type) -> Callable[[str, Any], None]:
     """A name registered in ``category``, a callable, or an instance of one of ``also``."""
     def run(name, value):
         if callable(value) or (also and isinstance(value, also)):
@@ -206,21 +211,21 @@ def registered(category: str, *also: type):
     return run
 
 
-def pairs(name, value):
+def pairs(name: str, value: Any) -> None:
     """A tuple of ``(name, value)`` pairs (hashable keyword options)."""
     if not isinstance(value, tuple) or not all(
             isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], str) for o in value):
         raise ValueError(f"{name}={value!r} must be a tuple of (name, value) pairs")
 
 
-def positive_ints(name, value):
+def positive_ints(name: str, value: Any) -> None:
     if not isinstance(value, tuple) or not value:
         raise ValueError(f"{name}={value!r} must be a non-empty tuple of positive integers")
     for v in value:
         positive_int(f"{name} entry", v)
 
 
-def integers(minimum: int):
+def integers(minimum: int) -> Callable[[str, Any], None]:
     """A non-empty tuple or list of integers >= ``minimum`` (bools and 1.5 are not)."""
     def run(name, value):
         if not isinstance(value, (tuple, list)) or not value:
@@ -231,7 +236,7 @@ def integers(minimum: int):
     return run
 
 
-def instance_of(*types):
+def instance_of(*types: type) -> Callable[[str, Any], None]:
     def run(name, value):
         if not isinstance(value, types):
             raise ValueError(f"{name}={value!r} is not allowed; it must be a "
@@ -239,7 +244,7 @@ def instance_of(*types):
     return run
 
 
-def validate(obj) -> None:
+def validate(obj: Any) -> None:
     """Run every field's declared checks (in field order), then the option checks of
     :func:`check_options`."""
     for f in dataclasses.fields(obj):
@@ -248,7 +253,7 @@ def validate(obj) -> None:
     check_options(obj)
 
 
-def check_fields(obj, table: dict) -> None:
+def check_fields(obj: Any, table: dict) -> None:
     """Run ``table[field](field, value)`` for a dataclass not built with :func:`rl_config`."""
     for name, check in table.items():
         check(name, getattr(obj, name))
@@ -265,7 +270,7 @@ SFT_CHECKS: dict[str, Callable] = {
 
 
 # ----------------------------------------------------------------------------- option checks
-def check_options(obj) -> None:
+def check_options(obj: Any) -> None:
     """``advantage_options`` and ``rollout_options`` against what the chosen estimator and
     rollout stage accept, for a config that has those fields.
 
@@ -308,7 +313,7 @@ def _dry_run_estimator(advantage, options: tuple) -> None:
 _dry_run_estimator_cached = functools.lru_cache(maxsize=256)(_dry_run_estimator)
 
 
-def stage_options(stage) -> tuple[str, ...] | None:
+def stage_options(stage: str | RolloutStage | Callable[..., Any]) -> tuple[str, ...] | None:
     """Option names a rollout stage (a registered name or a ``RolloutStage``) declares; None
     when it cannot be inspected (then any option passes)."""
     if isinstance(stage, str):
@@ -339,7 +344,7 @@ def _check_stage_options(stage, options: tuple) -> None:
 
 
 # ----------------------------------------------------------------------------- decorator
-def rl_config(cls):
+def rl_config(cls: type[_T]) -> type[_T]:
     """Frozen dataclass with per-field checks, alias translation and ``replace``.
 
     The class's own ``__post_init__`` (cross-field checks) runs after the field checks.
@@ -369,7 +374,7 @@ def rl_config(cls):
     return cls
 
 
-def describe(value) -> str:
+def describe(value: Any) -> str:
     """A stable text for a config value (a callable by its qualified name), for hashes."""
     if callable(value) and not isinstance(value, type):
         return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', repr(value))}"

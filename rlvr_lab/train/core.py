@@ -22,13 +22,20 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
 import optax
+from jax.typing import ArrayLike
 
 from rlvr_lab import advantages, losses
+
+if TYPE_CHECKING:
+    from rlvr_lab.train.bandit import BanditConfig
+    from rlvr_lab.train.sequence import SequenceRLConfig
+
+_P = TypeVar("_P")
 
 # scale_rewards (TRL's vocabulary) -> the grpo estimator's ``scale``
 _GRPO_SCALE = {"group": "std", "batch": "batch", "none": "none"}
@@ -52,7 +59,7 @@ class LossOptions(NamedTuple):
     clip_ratio_c: Any = None
 
 
-def estimator(config) -> Callable[..., advantages.Advantages]:
+def estimator(config: BanditConfig | SequenceRLConfig) -> Callable[..., advantages.Advantages]:
     """``fn(rewards, mask=None) -> Advantages`` for ``config.advantage`` (name or callable)."""
     fn = advantages._REGISTRY.resolve(config.advantage)
     options = _ESTIMATOR_READS.get(fn, lambda c: {})(config)
@@ -66,7 +73,7 @@ def _keyword_options(fn) -> tuple[str, ...]:
     return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name in LOSS_OPTIONS)
 
 
-def policy_loss(name_or_fn, options: LossOptions) -> Callable:
+def policy_loss(name_or_fn: str | Callable[..., jax.Array], options: LossOptions) -> Callable:
     """``fn(log_prob, old_log_prob, advantages, mask) -> [B, T]`` with the options the loss
     declares (its keyword-only parameters among :data:`LOSS_OPTIONS`) taken from ``options``."""
     fn = losses._POLICY.resolve(name_or_fn)
@@ -75,9 +82,11 @@ def policy_loss(name_or_fn, options: LossOptions) -> Callable:
     return lambda log_prob, old, adv, mask: fn(log_prob, old, adv, mask, **kw)
 
 
-def objective(loss_fn, log_prob, old_log_prob, adv, mask, *, agg_mode: str,
-              options: LossOptions, weight=None, ref_log_prob=None, beta=0.0,
-              kl_estimator: str = "k3"):
+def objective(loss_fn: Callable[..., jax.Array], log_prob: jax.Array, old_log_prob: ArrayLike,
+              adv: ArrayLike, mask: ArrayLike, *, agg_mode: str, options: LossOptions,
+              weight: ArrayLike | None = None, ref_log_prob: jax.Array | None = None,
+              beta: ArrayLike = 0.0, kl_estimator: str = "k3"
+              ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """``(loss, {"loss", "clip_frac"})`` for per-token inputs ``[B, T]`` (``adv`` broadcast).
 
     ``weight`` multiplies the per-token loss (rollout corrections); ``ref_log_prob`` adds
@@ -97,8 +106,11 @@ def objective(loss_fn, log_prob, old_log_prob, adv, mask, *, agg_mode: str,
                    "clip_frac": losses.masked_mean(clipped.astype(log_prob.dtype), mask)}
 
 
-def update(key, params, opt_state, batch, loss_fn, optimizer: optax.GradientTransformation, *,
-           num_epochs: int, num_minibatches: int, permutation=None):
+def update(key: jax.Array, params: _P, opt_state: optax.OptState, batch: Any,
+           loss_fn: Callable[[_P, Any], tuple[jax.Array, dict[str, jax.Array]]],
+           optimizer: optax.GradientTransformation, *, num_epochs: int, num_minibatches: int,
+           permutation: Callable[[jax.Array, int], jax.Array] | None = None
+           ) -> tuple[_P, optax.OptState, dict[str, jax.Array]]:
     """``num_epochs`` x ``num_minibatches`` optax steps of ``loss_fn(params, minibatch) ->
     (loss, metrics)`` over ``batch`` (a pytree; its leading axis is split into minibatches).
 

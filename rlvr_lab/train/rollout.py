@@ -21,6 +21,7 @@ from typing import Any, Callable, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import Registry
 from rlvr_lab.envs import prompt_bank
@@ -49,10 +50,11 @@ class Sampler(Protocol):
 
     num_prompts: int   # size of the prompt pool
 
-    def choose(self, key, batch_size: int): ...
-    def sample(self, key, prompts, num: int) -> Rollout: ...
-    def draw(self, key, batch_size: int, num: int) -> Rollout: ...
-    def success_probability(self): ...   # [num_prompts] exact, or None when unknown
+    def choose(self, key: jax.Array, batch_size: int) -> jax.Array: ...
+    def sample(self, key: jax.Array, prompts: jax.Array, num: int) -> Rollout: ...
+    def draw(self, key: jax.Array, batch_size: int, num: int) -> Rollout: ...
+    def success_probability(self) -> jax.Array | None:
+        ...   # [num_prompts] exact, or None when unknown
 
 
 class RolloutStage(NamedTuple):
@@ -67,7 +69,7 @@ def register(name: str, stage: RolloutStage, *, overwrite: bool = False) -> Roll
     return _STAGES.register(name, stage, overwrite=overwrite)
 
 
-def get(name_or_stage) -> RolloutStage:
+def get(name_or_stage: str | RolloutStage) -> RolloutStage:
     """A registered stage by name; a :class:`RolloutStage` passes through."""
     if isinstance(name_or_stage, RolloutStage):
         return name_or_stage
@@ -79,7 +81,7 @@ def names() -> list[str]:
 
 
 # ----------------------------------------------------------------------------- sampling helpers
-def shuffle(key, n: int):
+def shuffle(key: jax.Array, n: int) -> jax.Array:
     """A uniformly random permutation of ``range(n)`` without sorting.
 
     Each element's position is its rank among 32-bit random keys (ties broken by index, so
@@ -94,14 +96,15 @@ def shuffle(key, n: int):
     return jnp.zeros(n, idx.dtype).at[before.sum(-1)].set(idx)
 
 
-def choose_prompts(key, num_prompts: int, batch_size: int):
+def choose_prompts(key: jax.Array, num_prompts: int, batch_size: int) -> jax.Array:
     """``batch_size`` distinct prompt indices, uniformly (all prompts in order if B == K)."""
     if batch_size == num_prompts:
         return jnp.arange(num_prompts)
     return shuffle(key, num_prompts)[:batch_size]
 
 
-def generate(key, logits, bank, prompts, num_samples: int, temperature=1.0) -> Rollout:
+def generate(key: jax.Array, logits: jax.Array, bank: prompt_bank.PromptBank, prompts: jax.Array,
+             num_samples: int, temperature: ArrayLike = 1.0) -> Rollout:
     """Sample ``num_samples`` answers for each prompt of the bank and score them."""
     rows = logits[prompts]
     answers = tabular.sample(key, rows, num_samples, temperature)
@@ -124,22 +127,23 @@ class BankSampler(NamedTuple):
     def num_prompts(self) -> int:
         return self.bank.logits0.shape[0]
 
-    def choose(self, key, batch_size: int):
+    def choose(self, key: jax.Array, batch_size: int) -> jax.Array:
         return choose_prompts(key, self.num_prompts, batch_size)
 
-    def sample(self, key, prompts, num: int) -> Rollout:
+    def sample(self, key: jax.Array, prompts: jax.Array, num: int) -> Rollout:
         return generate(key, self.logits, self.bank, prompts, num, self.temperature)
 
-    def draw(self, key, batch_size: int, num: int) -> Rollout:
+    def draw(self, key: jax.Array, batch_size: int, num: int) -> Rollout:
         k_prompt, k_sample = jax.random.split(key)
         return self.sample(k_sample, self.choose(k_prompt, batch_size), num)
 
-    def success_probability(self):
+    def success_probability(self) -> jax.Array:
         pi = jnp.exp(tabular.log_policy(self.logits, self.temperature))
         return jnp.sum(jnp.where(self.bank.correct, pi, 0.0), axis=-1)
 
 
-def padded_groups(key, sampler: Sampler, prompts, counts, g_max: int) -> Rollout:
+def padded_groups(key: jax.Array, sampler: Sampler, prompts: jax.Array, counts: jax.Array,
+                  g_max: int) -> Rollout:
     """``g_max`` rollouts per prompt, the first ``counts[i]`` valid; ``spent = sum counts``
     (the padding is not charged: a real engine would not generate it)."""
     batch = sampler.sample(key, prompts, g_max)
@@ -147,7 +151,7 @@ def padded_groups(key, sampler: Sampler, prompts, counts, g_max: int) -> Rollout
     return batch._replace(mask=mask, spent=counts.sum().astype(jnp.int32))
 
 
-def concat_groups(first: Rollout, second: Rollout, second_mask) -> Rollout:
+def concat_groups(first: Rollout, second: Rollout, second_mask: ArrayLike) -> Rollout:
     """Append ``second``'s rollouts to ``first``'s groups (same prompts), ``second_mask``
     marking which of them are valid."""
     cat = lambda a, b: jnp.concatenate([a, b], axis=1)  # noqa: E731
@@ -169,7 +173,7 @@ def _valid(rewards, mask):
     return rewards, mask
 
 
-def informative_groups(rewards, mask=None):
+def informative_groups(rewards: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """Bool ``[B]``: the group has two valid rollouts with different rewards.
 
     Groups whose valid rewards are all equal (all correct, all wrong, or fewer than two valid
@@ -183,13 +187,14 @@ def informative_groups(rewards, mask=None):
     return (mask.sum(-1) >= 2) & (hi > lo)
 
 
-def dynamic_sampling_filter(rewards, mask=None):
+def dynamic_sampling_filter(rewards: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """The validity mask with every non-informative group masked out (``[B, G]`` bool)."""
     rewards, mask = _valid(rewards, mask)
     return mask & informative_groups(rewards, mask)[:, None]
 
 
-def group_outcomes(rewards, mask=None, *, threshold: float = 0.5):
+def group_outcomes(rewards: ArrayLike, mask: ArrayLike | None = None, *,
+                   threshold: float = 0.5) -> tuple[jax.Array, jax.Array]:
     """Per-group flags ``(all_correct, all_incorrect)`` (bool ``[B]``) for binary rewards.
 
     A rollout is correct when ``reward > threshold``. A group without valid rollouts is
@@ -203,7 +208,7 @@ def group_outcomes(rewards, mask=None, *, threshold: float = 0.5):
 
 
 # ----------------------------------------------------------------------------- core stages
-def no_state(sampler, shape, **options):
+def no_state(sampler: Sampler, shape: StageShape, **options: Any) -> tuple[()]:
     return ()
 
 

@@ -35,12 +35,15 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
+from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.typing import ArrayLike
 
 from rlvr_lab import io
 from rlvr_lab.envs import tasks, tokenizer
@@ -148,19 +151,20 @@ def problems(config: SFTConfig, split: str) -> list[tasks.Problem]:
     return train
 
 
-def encode(config: SFTConfig, probs) -> tasks.Batch:
+def encode(config: SFTConfig, probs: Sequence[tasks.Problem]) -> tasks.Batch:
     return tasks.encode(probs, config.prompt_width, config.solution_width)
 
 
 # ----------------------------------------------------------------------------- training
-def sft_loss(policy, prompts, prompt_valid, solutions, solution_mask):
+def sft_loss(policy: transformer.Policy, prompts: ArrayLike, prompt_valid: ArrayLike,
+             solutions: jax.Array, solution_mask: jax.Array) -> jax.Array:
     """Mean negative log-likelihood of the solution tokens (incl. EOS)."""
     logp = transformer.score(policy, prompts, prompt_valid, solutions)
     m = solution_mask.astype(logp.dtype)
     return -(logp * m).sum() / jnp.maximum(m.sum(), 1)
 
 
-def make_optimizer(config: SFTConfig):
+def make_optimizer(config: SFTConfig) -> optax.GradientTransformation:
     warmup = max(min(config.warmup_steps, config.steps - 1), 1)
     schedule = optax.warmup_cosine_decay_schedule(
         0.0, config.learning_rate, warmup, max(config.steps, warmup + 1),
@@ -169,7 +173,7 @@ def make_optimizer(config: SFTConfig):
                        optax.adamw(schedule, b2=0.98, weight_decay=config.weight_decay))
 
 
-def train(config: SFTConfig):
+def train(config: SFTConfig) -> tuple[transformer.Policy, jax.Array]:
     """Train from scratch; returns ``(policy, losses [steps])`` (deterministic)."""
     data = jax.tree.map(jnp.asarray, encode(config, problems(config, "train")))
     key = jax.random.key(config.seed)
@@ -195,11 +199,12 @@ def train(config: SFTConfig):
     return run(policy, jax.random.fold_in(key, 1))
 
 
-def checkpoint_path(config: SFTConfig):
+def checkpoint_path(config: SFTConfig) -> Path:
     return checkpoint.cache_dir() / "sft" / f"{config.task}-{config.hash()}.ckpt"
 
 
-def load_or_train(config: SFTConfig, *, use_cache: bool = True, verbose: bool = True):
+def load_or_train(config: SFTConfig, *, use_cache: bool = True,
+                  verbose: bool = True) -> transformer.Policy:
     """The SFT base policy for ``config``: from the cache if valid, else trained and cached."""
     if not use_cache:
         return _load_or_train(config, use_cache, verbose)
@@ -247,8 +252,9 @@ class Evaluation(NamedTuple):
         return float(np.mean(np.asarray(metrics.pass_at_k(self.n, self.counts, k))))
 
 
-def evaluate(key, policy, config: SFTConfig, probs, *, n_samples: int = 1,
-             temperature: float = 1.0, top_p: float = 1.0, scheme: str = "binary") -> Evaluation:
+def evaluate(key: jax.Array, policy: transformer.Policy, config: SFTConfig,
+             probs: Sequence[tasks.Problem], *, n_samples: int = 1, temperature: float = 1.0,
+             top_p: float = 1.0, scheme: str = "binary") -> Evaluation:
     """Sample ``n_samples`` completions per problem and verify them on the host."""
     batch = encode(config, probs)
     prompts = jnp.tile(jnp.asarray(batch.prompts), (n_samples, 1))

@@ -19,16 +19,24 @@ the trainer that produced it.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
+from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
 from rlvr_lab.papers.brorl import theory as mb
 from rlvr_lab.train import sft
 
-def decision_logits(policy, problems, config: sft.SFTConfig):
+if TYPE_CHECKING:
+    from rlvr_lab.train import sequence
+
+def decision_logits(policy: transformer.Policy, problems: Iterable[tasks.Problem],
+                    config: sft.SFTConfig) -> tuple[np.ndarray, np.ndarray]:
     """``(logits [P, V] float64, correct [P, V] bool)`` at the tens-digit position of each
     problem's reference completion (first reference token teacher-forced). Problems whose
     answer has one digit (no tens digit) are skipped; ``P`` counts the others."""
@@ -44,7 +52,8 @@ def decision_logits(policy, problems, config: sft.SFTConfig):
     return np.asarray(logits, np.float64), correct
 
 
-def mass_balance_sweep(key, logits, correct, n_values, *, trials: int = 32,
+def mass_balance_sweep(key: jax.Array, logits: ArrayLike, correct: ArrayLike,
+                       n_values: Iterable[int], *, trials: int = 32,
                        lr: float = 0.01) -> dict[str, np.ndarray]:
     """Per (prompt, trial, N): the three mass-balance terms, their sum and the exact change of
     the correct mass, for the sampled policy gradient (``"pg_*"``) and the paper's idealised
@@ -78,7 +87,7 @@ def mass_balance_sweep(key, logits, correct, n_values, *, trials: int = 32,
         return {k: np.asarray(v) for k, v in out.items()}
 
 
-def continue_from(trainer, policy):
+def continue_from(trainer: sequence.Trainer, policy: transformer.Policy) -> sequence.Trainer:
     """``trainer`` with ``policy`` as its start and KL reference (one policy for every seed).
 
     A shallow copy: the compiled rollout, update and evaluation take the policy as an argument,
@@ -89,6 +98,6 @@ def continue_from(trainer, policy):
     return out
 
 
-def seed_slice(tree, seed: int = 0):
+def seed_slice(tree: Any, seed: int = 0) -> Any:
     """One seed's entry of a seed-stacked pytree (e.g. ``Run.state.policy``)."""
     return jax.tree.map(lambda x: x[seed], tree)

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 TERMS = ("sampled_correct", "sampled_wrong", "unsampled")
 KEYS = TERMS + ("total", "exact")
@@ -83,7 +84,7 @@ def _float_dtype(logits):
     return dtype if jnp.issubdtype(dtype, jnp.floating) else jnp.result_type(float)
 
 
-def log_masses(logits, correct):
+def log_masses(logits: ArrayLike, correct: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """``(log Q_pos, log Q_neg)`` of ``softmax(logits)``; ``-inf`` for an empty set."""
     z = jnp.asarray(logits)
     correct = jnp.asarray(correct, bool)
@@ -93,12 +94,12 @@ def log_masses(logits, correct):
     return lse_c - lse, lse_w - lse
 
 
-def correct_mass(logits, correct):
+def correct_mass(logits: ArrayLike, correct: ArrayLike) -> jax.Array:
     """``Q_pos = sum_{j in C} softmax(logits)_j`` (0 for an empty correct set)."""
     return jnp.exp(log_masses(logits, correct)[0])
 
 
-def log_normaliser_change(logits, delta):
+def log_normaliser_change(logits: ArrayLike, delta: ArrayLike) -> jax.Array:
     """``lse(z + delta) - lse(z) = log sum_j p_j exp(delta_j)``, accurate for small steps.
 
     Evaluated as ``log1p(sum_j p_j expm1(delta_j))`` (relative precision in the small change
@@ -113,7 +114,7 @@ def log_normaliser_change(logits, delta):
     return jnp.where(small, accurate, plain)
 
 
-def exact_mass_change(logits, correct, delta):
+def exact_mass_change(logits: ArrayLike, correct: ArrayLike, delta: ArrayLike) -> jax.Array:
     """``Q_pos(softmax(logits + delta)) - Q_pos(softmax(logits))``, without cancellation.
 
     Each token's change is ``p'_j - p_j = p_j expm1(delta_j - dlse)`` with ``dlse`` from
@@ -138,19 +139,21 @@ def exact_mass_change(logits, correct, delta):
     return jnp.where(has_both, jnp.where(q_pos <= 0.5, via_pos, via_neg), 0.0)
 
 
-def first_order_mass_change(logits, correct, delta):
+def first_order_mass_change(logits: ArrayLike, correct: ArrayLike,
+                            delta: ArrayLike) -> jax.Array:
     """Directional derivative of ``Q_pos`` along ``delta``: ``sum_j p_j (c_j - Q_pos) delta_j``."""
     p = jax.nn.softmax(jnp.asarray(logits))
     c = jnp.asarray(correct, p.dtype)
     return jnp.sum(p * (c - jnp.sum(p * c)) * delta)
 
 
-def log_prob_change(logits, delta):
+def log_prob_change(logits: ArrayLike, delta: ArrayLike) -> jax.Array:
     """Exact per-token ``log p'_j - log p_j = delta_j - (lse(z + delta) - lse(z))``."""
     return delta - log_normaliser_change(logits, delta)
 
 
-def fraction_correct_decreased(logits, correct, delta):
+def fraction_correct_decreased(logits: ArrayLike, correct: ArrayLike,
+                               delta: ArrayLike) -> jax.Array:
     """Fraction of correct tokens whose probability strictly decreases (exact step).
 
     0 for an empty correct set.
@@ -161,7 +164,9 @@ def fraction_correct_decreased(logits, correct, delta):
 
 
 # ----------------------------------------------------------------------------- idealised update
-def idealised_update(logits, correct, sampled, *, r_correct=1.0, r_wrong=-1.0, lr=1.0, n=None):
+def idealised_update(logits: ArrayLike, correct: ArrayLike, sampled: ArrayLike, *,
+                     r_correct: ArrayLike = 1.0, r_wrong: ArrayLike = -1.0, lr: ArrayLike = 1.0,
+                     n: ArrayLike | None = None) -> jax.Array:
     """The paper's logit step ``(lr / n) sum_{i in S} R_i p_i (e_i - p)`` over the distinct set S.
 
     ``n`` is the number of rollouts N; ``None`` uses ``max(|S|, 1)`` (the fewest rollouts that
@@ -179,7 +184,9 @@ def idealised_update(logits, correct, sampled, *, r_correct=1.0, r_wrong=-1.0, l
     return (lr / jnp.asarray(n, dtype)) * (weight - p * jnp.sum(weight))
 
 
-def mass_balance(logits, correct, sampled, *, r_correct=1.0, r_wrong=-1.0, lr=1.0, n=None):
+def mass_balance(logits: ArrayLike, correct: ArrayLike, sampled: ArrayLike, *,
+                 r_correct: ArrayLike = 1.0, r_wrong: ArrayLike = -1.0, lr: ArrayLike = 1.0,
+                 n: ArrayLike | None = None) -> dict[str, jax.Array]:
     """Three-term first-order change of the correct mass under the idealised BroRL update.
 
     Args:
@@ -229,7 +236,9 @@ def mass_balance(logits, correct, sampled, *, r_correct=1.0, r_wrong=-1.0, lr=1.
 
 
 # ----------------------------------------------------------------------------- realistic update
-def sampled_pg_update(logits, correct, counts, *, r_correct=1.0, r_wrong=-1.0, lr=1.0):
+def sampled_pg_update(logits: ArrayLike, correct: ArrayLike, counts: ArrayLike, *,
+                      r_correct: ArrayLike = 1.0, r_wrong: ArrayLike = -1.0,
+                      lr: ArrayLike = 1.0) -> jax.Array:
     """REINFORCE step on N rollouts with multiplicities: ``(lr/N) sum_n R(a_n)(e_{a_n} - p)``.
 
     ``counts[j]`` = how many of the N rollouts drew token j (N = ``sum(counts)``; N = 0 gives a
@@ -247,7 +256,9 @@ def sampled_pg_update(logits, correct, counts, *, r_correct=1.0, r_wrong=-1.0, l
     return lr * (reward * freq - p * mean_reward)
 
 
-def sampled_pg_mass_balance(logits, correct, counts, *, r_correct=1.0, r_wrong=-1.0, lr=1.0):
+def sampled_pg_mass_balance(logits: ArrayLike, correct: ArrayLike, counts: ArrayLike, *,
+                            r_correct: ArrayLike = 1.0, r_wrong: ArrayLike = -1.0,
+                            lr: ArrayLike = 1.0) -> dict[str, jax.Array]:
     """The same three-term split for the realistic sampled policy gradient (module docstring).
 
     Args as :func:`mass_balance`, but ``counts`` is ``[V]`` (int or float) multiplicities of
@@ -286,7 +297,8 @@ def sampled_pg_mass_balance(logits, correct, counts, *, r_correct=1.0, r_wrong=-
             "exact": exact_mass_change(z, correct, delta)}
 
 
-def sample_counts(key, logits, n_max: int, n=None):
+def sample_counts(key: jax.Array, logits: ArrayLike, n_max: int,
+                  n: ArrayLike | None = None) -> jax.Array:
     """Multiplicities ``[V]`` of the first ``n`` of ``n_max`` i.i.d. draws from softmax(logits).
 
     Drawing ``n_max`` tokens once and keeping prefixes makes ``n`` a traced value (vmap over

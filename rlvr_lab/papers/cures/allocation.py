@@ -25,12 +25,16 @@ prompt and keeps the budget exactly (water filling + largest remainder).
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab.train.budget import proportional_allocation
 
 
-def rollout_gradient_variance(p, sq_norm_correct=1.0, sq_norm_wrong=1.0, mean_gap_sq=0.0):
+def rollout_gradient_variance(p: ArrayLike, sq_norm_correct: ArrayLike = 1.0,
+                              sq_norm_wrong: ArrayLike = 1.0,
+                              mean_gap_sq: ArrayLike = 0.0) -> jax.Array:
     """``a b^2 E|g_c|^2 + a^2 b E|g_w|^2 - a^2 b^2 |E g_c - E g_w|^2`` with ``a = p``.
 
     Args broadcast: ``p`` success probability (or posterior mean), ``sq_norm_correct`` /
@@ -44,7 +48,9 @@ def rollout_gradient_variance(p, sq_norm_correct=1.0, sq_norm_wrong=1.0, mean_ga
     return jnp.maximum(var, 0.0)
 
 
-def neyman_sigma(p, norm_sq_correct=1.0, norm_sq_wrong=1.0, norm_correct=None, norm_wrong=None):
+def neyman_sigma(p: ArrayLike, norm_sq_correct: ArrayLike = 1.0, norm_sq_wrong: ArrayLike = 1.0,
+                 norm_correct: ArrayLike | None = None,
+                 norm_wrong: ArrayLike | None = None) -> jax.Array:
     """CurES' per-prompt sigma from scalar gradient-norm statistics (the code's form).
 
     ``norm_sq_*`` are ``E[g^2]`` and ``norm_*`` the means ``E[g]`` of the gradient norms of
@@ -57,8 +63,8 @@ def neyman_sigma(p, norm_sq_correct=1.0, norm_sq_wrong=1.0, norm_correct=None, n
     return jnp.sqrt(rollout_gradient_variance(p, norm_sq_correct, norm_sq_wrong, gap * gap))
 
 
-def neyman_allocation(sigma, budget, *, min_per_prompt: int = 2,
-                      max_per_prompt: int | None = None):
+def neyman_allocation(sigma: ArrayLike, budget: ArrayLike, *, min_per_prompt: int = 2,
+                      max_per_prompt: int | None = None) -> jax.Array:
     """Rollouts per prompt ``n_i ∝ sigma_i``, ``sum n_i == budget``, ``n_i >= min_per_prompt``.
 
     The default minimum of 2 keeps every sampled prompt in the batch with a group-relative
@@ -68,14 +74,14 @@ def neyman_allocation(sigma, budget, *, min_per_prompt: int = 2,
                                    max_per_prompt=max_per_prompt)
 
 
-def cures_allocation(p_hat, budget, *, min_per_prompt: int = 2,
-                     max_per_prompt: int | None = None):
+def cures_allocation(p_hat: ArrayLike, budget: ArrayLike, *, min_per_prompt: int = 2,
+                     max_per_prompt: int | None = None) -> jax.Array:
     """CurES allocation with equal gradient norms: ``n_i ∝ sqrt(p_hat_i (1 - p_hat_i))``."""
     return neyman_allocation(neyman_sigma(p_hat), budget, min_per_prompt=min_per_prompt,
                              max_per_prompt=max_per_prompt)
 
 
-def neyman_allocation_code(sigma, budget):
+def neyman_allocation_code(sigma: ArrayLike, budget: ArrayLike) -> jax.Array:
     """The authors' rounding ``round(budget sigma_i / sum sigma)`` — may drop prompts (0
     rollouts) and miss the budget; kept to demonstrate the pitfall. int32 ``[B]``."""
     sigma = jnp.maximum(jnp.asarray(sigma), 0.0)

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike, DTypeLike
 
 CURES_INIT_ROLLOUTS = 4  # rollouts per prompt before training, as in the CurES code
 CURES_CODE_TEMPERATURE_SCALE = 100.0  # t_i = 100 (Acc_i + 1) in the CurES sampler
@@ -41,7 +42,7 @@ class BetaPosterior(NamedTuple):
     trials: jnp.ndarray
 
 
-def init_posterior(num_prompts: int, dtype=jnp.float32) -> BetaPosterior:
+def init_posterior(num_prompts: int, dtype: DTypeLike = jnp.float32) -> BetaPosterior:
     """Empty counts: the uniform ``Beta(1, 1)`` prior for each of ``num_prompts`` prompts."""
     if int(num_prompts) < 1:
         raise ValueError(f"num_prompts={num_prompts} is not allowed; it must be >= 1")
@@ -54,8 +55,9 @@ def _check_decay(decay) -> None:
         raise ValueError(f"decay={decay} is not allowed; it must lie in [0, 1]")
 
 
-def update_posterior(state: BetaPosterior, prompt_ids, successes, mask=None, *,
-                     decay=1.0) -> BetaPosterior:
+def update_posterior(state: BetaPosterior, prompt_ids: ArrayLike, successes: ArrayLike,
+                     mask: ArrayLike | None = None, *,
+                     decay: ArrayLike = 1.0) -> BetaPosterior:
     """Add the rollouts of a batch to the counts of their prompts.
 
     Args:
@@ -87,12 +89,12 @@ def update_posterior(state: BetaPosterior, prompt_ids, successes, mask=None, *,
                          state.trials * keep + add(state.trials, tries))
 
 
-def posterior_mean(state: BetaPosterior):
+def posterior_mean(state: BetaPosterior) -> jax.Array:
     """``p_hat = (Acc + 1) / (All + 2)``, the mean of ``Beta(Acc + 1, All - Acc + 1)``."""
     return (state.successes + 1.0) / (state.trials + 2.0)
 
 
-def posterior_variance(state: BetaPosterior):
+def posterior_variance(state: BetaPosterior) -> jax.Array:
     """Variance ``ab / ((a + b)^2 (a + b + 1))`` of ``Beta(a, b)``, a = Acc+1, b = All-Acc+1."""
     a = state.successes + 1.0
     b = state.trials - state.successes + 1.0
@@ -100,7 +102,9 @@ def posterior_variance(state: BetaPosterior):
     return a * b / (s * s * (s + 1.0))
 
 
-def init_posterior_from_rollouts(key, success_prob, num_rollouts: int = CURES_INIT_ROLLOUTS):
+def init_posterior_from_rollouts(key: jax.Array, success_prob: ArrayLike,
+                                 num_rollouts: int = CURES_INIT_ROLLOUTS
+                                 ) -> tuple[BetaPosterior, int]:
     """CurES stage 0: ``num_rollouts`` rollouts of every prompt before training.
 
     ``success_prob`` ``[K]`` are the prompts' true success probabilities (exact in the prompt
@@ -117,13 +121,13 @@ def init_posterior_from_rollouts(key, success_prob, num_rollouts: int = CURES_IN
 
 
 # ----------------------------------------------------------------------------- samplers
-def gradient_scale_proxy(p):
+def gradient_scale_proxy(p: ArrayLike) -> jax.Array:
     """``sqrt(p (1 - p))``: the reward std of a prompt, CurES' proxy for its gradient scale."""
     p = jnp.clip(jnp.asarray(p), 0.0, 1.0)
     return jnp.sqrt(p * (1.0 - p))
 
 
-def uniform_prompt_probs(num_prompts: int, dtype=jnp.float32):
+def uniform_prompt_probs(num_prompts: int, dtype: DTypeLike = jnp.float32) -> jax.Array:
     """Uniform distribution over ``num_prompts`` prompts."""
     return jnp.full((int(num_prompts),), 1.0 / int(num_prompts), dtype)
 
@@ -138,7 +142,7 @@ def _check_temperature(temperature) -> None:
                          f"large = uniform)")
 
 
-def cures_prompt_probs(p_hat, temperature):
+def cures_prompt_probs(p_hat: ArrayLike, temperature: ArrayLike) -> jax.Array:
     """CurES sampling distribution ``q_i = softmax(sqrt(p_i (1 - p_i)) / t_i)``.
 
     ``temperature`` is a scalar or a per-prompt array. With ``sqrt(p(1-p)) <= 0.5``, useful
@@ -149,23 +153,24 @@ def cures_prompt_probs(p_hat, temperature):
     return jax.nn.softmax(gradient_scale_proxy(p_hat) / temperature)
 
 
-def cures_code_temperature(state: BetaPosterior):
+def cures_code_temperature(state: BetaPosterior) -> jax.Array:
     """The authors' per-prompt temperature ``t_i = 100 (Acc_i + 1)``."""
     return CURES_CODE_TEMPERATURE_SCALE * (state.successes + 1.0)
 
 
-def cures_code_prompt_probs(state: BetaPosterior):
+def cures_code_prompt_probs(state: BetaPosterior) -> jax.Array:
     """CurES sampling exactly as in the authors' sampler (nearly uniform; see module doc)."""
     return cures_prompt_probs(posterior_mean(state), cures_code_temperature(state))
 
 
-def max_probability_ratio(probs):
+def max_probability_ratio(probs: ArrayLike) -> jax.Array:
     """``max q / min q``: 1 for uniform sampling; ``<= exp(0.005)`` for the code temperature."""
     probs = jnp.asarray(probs)
     return probs.max() / probs.min()
 
 
-def sample_prompts(key, probs, batch_size: int, *, replace: bool = False):
+def sample_prompts(key: jax.Array, probs: ArrayLike, batch_size: int, *,
+                   replace: bool = False) -> jax.Array:
     """Draw ``batch_size`` prompt ids from ``probs`` (int32 ``[batch_size]``).
 
     ``replace=False`` (the CurES sampler) draws distinct prompts, proportional to ``probs``

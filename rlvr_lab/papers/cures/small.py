@@ -32,11 +32,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+import optax
+from jax.typing import ArrayLike
 
 from rlvr_lab import losses, metrics
 from rlvr_lab.envs import tasks, tokenizer
@@ -60,7 +64,7 @@ class Arm(NamedTuple):
     length_threshold: float = 0.1   # ... on prompts of rank <= this
 
 
-def stack(arms) -> Arm:
+def stack(arms: Sequence[Arm]) -> Arm:
     """``[A]`` arrays per field from a list of arms."""
     return Arm(*(jnp.asarray([getattr(a, f) for a in arms]) for f in Arm._fields))
 
@@ -137,8 +141,10 @@ def _rollout_at(temperature):
     return sample_fn
 
 
-def update(key, policy, opt_state, batch: sequence.RolloutBatch, rewards, group_mask,
-           temperature, rl: sequence.SequenceRLConfig):
+def update(key: jax.Array, policy: transformer.Policy, opt_state: optax.OptState,
+           batch: sequence.RolloutBatch, rewards: ArrayLike, group_mask: jax.Array,
+           temperature: ArrayLike, rl: sequence.SequenceRLConfig
+           ) -> tuple[transformer.Policy, optax.OptState, dict[str, jax.Array]]:
     """One GRPO update (``rl``'s estimator, loss, aggregation, epochs x minibatches) with the
     log-probs of ``softmax(logits / temperature)``; no KL, no rollout correction."""
     opt = sequence.make_optimizer(rl)
@@ -187,7 +193,7 @@ class Driver:
         self._sample_eval = jax.jit(jax.vmap(self._eval_one, in_axes=(0, 0, None, None)))
         self._init_opt = jax.jit(jax.vmap(sequence.make_optimizer(rl).init))
 
-    def step_fn(self, total_steps: int):
+    def step_fn(self, total_steps: int) -> Callable[..., tuple[ArmState, dict[str, jax.Array]]]:
         """The jitted step of all stacked runs for a run of ``total_steps`` steps."""
         if total_steps not in self._steps:
             one = functools.partial(self._step_one, total_steps=total_steps)
@@ -295,7 +301,8 @@ class Driver:
                         jnp.zeros((n,), jnp.float32),
                         jax.tree.map(rep, GroupCounters.zeros()))
 
-    def evaluate(self, key, policy, num_arms: int, num_seeds: int, calls: int = 1):
+    def evaluate(self, key: jax.Array, policy: transformer.Policy, num_arms: int, num_seeds: int,
+                 calls: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Held-out correctness ``[A, S, M, calls * eval_samples]`` at the fixed temperature;
         seed ``s`` of every arm draws with the same keys. Also the completion lengths."""
         n, m = self.config.eval_samples, len(self.trainer.eval_problems)
@@ -312,8 +319,9 @@ class Driver:
         return (np.concatenate(correct, -1).reshape(shape),
                 np.concatenate(length, -1).reshape(shape))
 
-    def run(self, key, arms, num_seeds: int, steps: int, *, eval_every: int,
-            final_calls: int = 1, progress=None):
+    def run(self, key: jax.Array, arms: Sequence[Arm], num_seeds: int, steps: int, *,
+            eval_every: int, final_calls: int = 1,
+            progress: Callable[[range], Iterable[int]] | None = None) -> Result:
         """Train the ``arms`` for ``steps`` steps; :class:`Result`.
 
         Held-out evaluations (``eval_samples`` per problem) at step 0, every ``eval_every``
@@ -381,7 +389,8 @@ class Result(NamedTuple):
         """Held-out pass@1 ``[E, A, S]``."""
         return self.correct.mean(axis=(-1, -2))
 
-    def pass_at(self, which: str = "final", ks=None) -> tuple[np.ndarray, np.ndarray]:
+    def pass_at(self, which: str = "final", ks: npt.ArrayLike | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
         """``(ks, pass@k [A, S, K])`` from all samples of the ``"base"`` or ``"final"``
         evaluation (unbiased estimator, mean over problems)."""
         correct = (self.base if which == "base" else self.final)[0]
@@ -412,7 +421,7 @@ def _spread(lengths, mask):
 
 
 # ----------------------------------------------------------------------------- analysis helpers
-def first_crossing(values, x, target) -> float:
+def first_crossing(values: npt.ArrayLike, x: npt.ArrayLike, target: float) -> float:
     """``x`` where ``values`` first reaches ``target`` (linear interpolation between the
     points; 0 if already there; NaN if never)."""
     values, x = np.asarray(values, float), np.asarray(x, float)
@@ -426,7 +435,8 @@ def first_crossing(values, x, target) -> float:
     return float(x[i - 1] + frac * (x[i] - x[i - 1]))
 
 
-def paired_ratio(base, arm, *, cap: float, reps: int = 4000, level: float = 0.95, seed: int = 0):
+def paired_ratio(base: npt.ArrayLike, arm: npt.ArrayLike, *, cap: float, reps: int = 4000,
+                 level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
     """``mean(base) / mean(arm)`` over paired seeds with a paired bootstrap interval (seeds
     resampled jointly). A seed that never reached the target (NaN) counts as ``cap`` (the
     run's whole budget: a bound in that arm's favour). Returns ``(ratio, low, high)``; with

@@ -20,16 +20,20 @@ with more rollouts weighs more in the update — as in the verl-based CurES code
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import check_choice
 from rlvr_lab.papers.cures import posterior as post
 from rlvr_lab.papers.cures.allocation import cures_allocation
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.rollout import RolloutStage, Sampler, StageShape
+
+if TYPE_CHECKING:
+    from rlvr_lab.papers.e3.stage import E3State
 
 SAMPLINGS = ("uniform", "cures", "cures_code")
 ALLOCATIONS = ("uniform", "neyman")
@@ -44,17 +48,17 @@ class GroupCounters(NamedTuple):
     spent: jnp.ndarray
 
     @classmethod
-    def zeros(cls):
+    def zeros(cls) -> GroupCounters:
         return cls(*(jnp.zeros((), jnp.float32) for _ in range(4)))
 
-    def add(self, correct, mask, spent):
+    def add(self, correct: jax.Array, mask: jax.Array, spent: ArrayLike) -> GroupCounters:
         all_c, all_w = rollout_stages.group_outcomes(correct.astype(jnp.float32), mask)
         valid = mask.any(-1)
         return GroupCounters(self.groups + valid.sum(), self.all_incorrect + all_w.sum(),
                              self.all_correct + all_c.sum(), self.spent + spent)
 
 
-def all_incorrect_fraction(rollout_state):
+def all_incorrect_fraction(rollout_state: CuresState | E3State) -> jax.Array:
     """Fraction of all-incorrect groups over a run, from a CurES or E3 stage's final state."""
     c = rollout_state.counters
     return c.all_incorrect / jnp.maximum(c.groups, 1)

@@ -35,6 +35,8 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import ArrayLike
 
 from rlvr_lab.papers.cures.allocation import rollout_gradient_variance
 
@@ -50,7 +52,7 @@ class GradientMoments(NamedTuple):
     sigma_sq: jnp.ndarray         # Var[(r - p) g] (trace)
 
 
-def bank_gradient_moments(logits, correct) -> GradientMoments:
+def bank_gradient_moments(logits: ArrayLike, correct: ArrayLike) -> GradientMoments:
     """Exact gradient moments of every prompt; ``logits``, ``correct`` ``[K, V]``.
 
     Prompts with ``p = 0`` or ``1`` (numerically) get 0 for the conditional moments of the
@@ -75,7 +77,7 @@ def bank_gradient_moments(logits, correct) -> GradientMoments:
                            rollout_gradient_variance(p, ec2, ew2, gap_sq))
 
 
-def exact_success_gradient(logits, correct):
+def exact_success_gradient(logits: ArrayLike, correct: ArrayLike) -> jax.Array:
     """``grad_z p_i = pi_C - p_i pi`` for every prompt, ``[K, V]``."""
     pi = jax.nn.softmax(jnp.asarray(logits), axis=-1)
     pc = jnp.where(correct, pi, 0.0)
@@ -83,7 +85,7 @@ def exact_success_gradient(logits, correct):
 
 
 # ----------------------------------------------------------------------------- (b) allocation
-def allocation_variance(sigma_sq, counts):
+def allocation_variance(sigma_sq: ArrayLike, counts: ArrayLike) -> jax.Array:
     """``sum_i sigma_i^2 / n_i`` (oracle baseline); a prompt with ``n_i = 0`` and
     ``sigma_i > 0`` makes it infinite (that prompt's gradient is missing)."""
     sigma_sq = jnp.asarray(sigma_sq)
@@ -93,7 +95,7 @@ def allocation_variance(sigma_sq, counts):
     return term.sum()
 
 
-def neyman_variance(sigma_sq, budget):
+def neyman_variance(sigma_sq: ArrayLike, budget: ArrayLike) -> jax.Array:
     """The unconstrained Neyman optimum ``(sum sigma)^2 / N`` (a lower bound)."""
     return jnp.sqrt(jnp.asarray(sigma_sq)).sum() ** 2 / budget
 
@@ -101,7 +103,8 @@ def neyman_variance(sigma_sq, budget):
 BASELINES = ("oracle", "rloo", "mean")
 
 
-def mc_allocation_variance(rng: np.random.Generator, logits, correct, counts, *,
+def mc_allocation_variance(rng: np.random.Generator, logits: npt.ArrayLike,
+                           correct: npt.ArrayLike, counts: npt.ArrayLike, *,
                            draws: int = 2000, baseline: str = "oracle") -> float:
     """Monte Carlo total variance of the per-prompt mean gradient estimate, summed over
     prompts, in float64 NumPy.
@@ -139,20 +142,20 @@ def mc_allocation_variance(rng: np.random.Generator, logits, correct, counts, *,
 
 
 # ----------------------------------------------------------------------------- (a) sampling
-def sampling_gain(q, grad_sq):
+def sampling_gain(q: ArrayLike, grad_sq: ArrayLike) -> jax.Array:
     """Expected first-order improvement per drawn prompt, ``sum_i q_i |grad p_i|^2``
     (times ``lr B / K`` for a step of B draws)."""
     return (jnp.asarray(q) * jnp.asarray(grad_sq)).sum()
 
 
-def top_batch_distribution(score, batch_size: int):
+def top_batch_distribution(score: ArrayLike, batch_size: int) -> jax.Array:
     """The greedy optimum of a linear gain: uniform over the ``batch_size`` largest scores."""
     score = jnp.asarray(score)
     idx = jnp.argsort(-score)[:batch_size]
     return jnp.zeros_like(score).at[idx].set(1.0 / batch_size)
 
 
-def is_second_moment(q, m):
+def is_second_moment(q: ArrayLike, m: ArrayLike) -> jax.Array:
     """``sum_i m_i / q_i`` (times 1/K^2): second moment of the importance-weighted estimate."""
     q = jnp.asarray(q)
     m = jnp.asarray(m)
@@ -160,20 +163,20 @@ def is_second_moment(q, m):
         (q <= 0) & (m > 0), jnp.inf, 0.0).sum()
 
 
-def optimal_is_distribution(m):
+def optimal_is_distribution(m: ArrayLike) -> jax.Array:
     """``q_i ∝ sqrt(m_i)``, the minimiser of :func:`is_second_moment` on the simplex."""
     r = jnp.sqrt(jnp.maximum(jnp.asarray(m), 0.0))
     return jnp.where(r.sum() > 0, r / jnp.where(r.sum() > 0, r.sum(), 1.0), 1.0 / r.shape[0])
 
 
-def is_efficiency(q, m):
+def is_efficiency(q: ArrayLike, m: ArrayLike) -> jax.Array:
     """``min_q' M(q') / M(q) = (sum sqrt m)^2 / sum(m / q)`` in (0, 1]; 1 = optimal."""
     best = jnp.sqrt(jnp.maximum(jnp.asarray(m), 0.0)).sum() ** 2
     return best / is_second_moment(q, m)
 
 
-def mean_field_descent(logits, correct, rule: Callable, *, lr: float, batch_size: int,
-                       num_steps: int):
+def mean_field_descent(logits: ArrayLike, correct: ArrayLike, rule: Callable, *, lr: float,
+                       batch_size: int, num_steps: int) -> jax.Array:
     """Expected dynamics ``z_i += lr B q_i grad p_i`` with ``q = rule(p, grad_sq)`` recomputed
     every step from the exact ``p``. Returns the mean accuracy ``[num_steps + 1]``."""
 
@@ -188,7 +191,7 @@ def mean_field_descent(logits, correct, rule: Callable, *, lr: float, batch_size
     return jnp.concatenate([acc, p_end[None]])
 
 
-def steps_to_target(curve, target):
+def steps_to_target(curve: npt.ArrayLike, target: float) -> int:
     """First index where ``curve >= target``; ``len(curve)`` (not reached) otherwise."""
     curve = np.asarray(curve)
     hit = np.flatnonzero(curve >= target)

@@ -30,6 +30,7 @@ import operator
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import check_choice
 from rlvr_lab.utils import check_unit_interval
@@ -98,7 +99,8 @@ def _extra(acc, n, n_max, schedule, scale):
     return jnp.where(needs_extra, m, 0).astype(jnp.int32)
 
 
-def dars_extra_rollouts(acc, n, n_max, *, schedule: str = "et", scale: str = "none"):
+def dars_extra_rollouts(acc: ArrayLike, n: int, n_max: int, *, schedule: str = "et",
+                        scale: str = "none") -> jax.Array:
     """Extra stage-2 rollouts per prompt under the DARS ET or HW schedule (int32 array).
 
     Args:
@@ -122,6 +124,7 @@ def dars_extra_rollouts(acc, n, n_max, *, schedule: str = "et", scale: str = "no
     return _extra(acc.astype(dtype), jnp.asarray(n), jnp.asarray(n_max), schedule, scale)
 
 
-def dars_total_rollouts(acc, n, n_max, *, schedule: str = "et", scale: str = "none"):
+def dars_total_rollouts(acc: ArrayLike, n: int, n_max: int, *, schedule: str = "et",
+                        scale: str = "none") -> jax.Array:
     """Total rollouts per prompt, ``n + dars_extra_rollouts(...)`` (int32)."""
     return n + dars_extra_rollouts(acc, n, n_max, schedule=schedule, scale=scale)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 
 def budget_steps(total_rollouts: float, num_prompts: int, n: int) -> int:
@@ -31,7 +32,7 @@ def budget_steps(total_rollouts: float, num_prompts: int, n: int) -> int:
     return max(1, int(round(total_rollouts / (num_prompts * n))))
 
 
-def smooth(curves, window: int) -> np.ndarray:
+def smooth(curves: npt.ArrayLike, window: int) -> np.ndarray:
     """Trailing mean over ``window`` steps of ``curves [S, T]`` (the first steps average what
     exists so far), float64."""
     x = np.asarray(curves, np.float64)
@@ -45,7 +46,8 @@ def smooth(curves, window: int) -> np.ndarray:
     return (c[:, t] - c[:, lo]) / (t - lo)
 
 
-def value_at_level(level_curves, value_curves, level: float) -> np.ndarray:
+def value_at_level(level_curves: npt.ArrayLike, value_curves: npt.ArrayLike,
+                   level: float) -> np.ndarray:
     """Per seed, ``value`` where ``level_curves`` first reaches ``level`` (linear interpolation
     between the two steps around the crossing; the first step if it starts above). ``[S]``;
     NaN for a seed that never reaches the level."""

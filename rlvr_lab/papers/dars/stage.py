@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from rlvr_lab._registry import check_choice
+from rlvr_lab.envs.prompt_bank import PromptBank
 from rlvr_lab.papers.dars.allocation import SCALES, SCHEDULES, dars_extra_rollouts
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.rollout import BankSampler, Rollout, RolloutStage, Sampler, StageShape
@@ -63,8 +64,8 @@ def check_options(n: int, *, schedule: str = "et", n_max: int = 32,
                          f"num_generations={n}")
 
 
-def dars_rollout(key, sampler: Sampler, prompts, n: int, n_max: int, *, schedule: str = "et",
-                 scale: str = "none") -> tuple[Rollout, DarsInfo]:
+def dars_rollout(key: jax.Array, sampler: Sampler, prompts: jax.Array, n: int, n_max: int, *,
+                 schedule: str = "et", scale: str = "none") -> tuple[Rollout, DarsInfo]:
     """Two-stage DARS sampling for ``prompts [B]``; groups of fixed width ``n_max``.
 
     Accuracy is the fraction of correct rollouts (the verifier's verdict), so non-binary
@@ -91,8 +92,9 @@ def dars_rollout(key, sampler: Sampler, prompts, n: int, n_max: int, *, schedule
     return out, DarsInfo(acc1, extra, merged_acc, kept, mask2)
 
 
-def bank_dars_rollout(key, logits, bank, prompts, n: int, n_max: int, *, schedule: str = "et",
-                      scale: str = "none", temperature=1.0):
+def bank_dars_rollout(key: jax.Array, logits: jax.Array, bank: PromptBank, prompts: jax.Array,
+                      n: int, n_max: int, *, schedule: str = "et", scale: str = "none",
+                      temperature: float = 1.0) -> tuple[Rollout, DarsInfo]:
     """:func:`dars_rollout` on the prompt bank's policy ``softmax(logits / T)``."""
     return dars_rollout(key, BankSampler(logits, bank, temperature), prompts, n, n_max,
                         schedule=schedule, scale=scale)

@@ -24,6 +24,7 @@ import operator
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 from jax.scipy.stats import binom
 
 from rlvr_lab._registry import check_choice
@@ -54,7 +55,7 @@ def _spread(acc, scale):
     return v if scale == "none" else jnp.sqrt(jnp.maximum(v, 0))
 
 
-def cumulative_advantage(acc, n, *, scale: str = "none"):
+def cumulative_advantage(acc: ArrayLike, n: ArrayLike, *, scale: str = "none") -> jax.Array:
     """``sum_i |A_i|`` for a group of ``n`` binary rollouts with empirical accuracy ``acc``.
 
     ``2 n acc (1 - acc)`` for ``scale="none"``; ``2 n sqrt(acc (1 - acc))`` for ``"std"``
@@ -69,7 +70,7 @@ def cumulative_advantage(acc, n, *, scale: str = "none"):
     return 2 * jnp.asarray(n, acc.dtype) * _spread(acc, scale)
 
 
-def expected_cumulative_advantage(p, n, *, scale: str = "none"):
+def expected_cumulative_advantage(p: ArrayLike, n: int, *, scale: str = "none") -> jax.Array:
     """``E[cumulative_advantage(C / n, n)]`` with ``C ~ Binomial(n, p)`` (exact).
 
     ``scale="none"``: the closed form ``2 (n - 1) p (1 - p)`` (vs the plug-in ``2 n p (1-p)``).
@@ -93,8 +94,9 @@ def _expected_std(p, n):
     return jnp.sum(pmf * 2 * jnp.sqrt(c * (n - c)), axis=-1)
 
 
-def expected_cumulative_advantage_dars(p, n, n_max, *, schedule: str | None = "et",
-                                       scale: str = "none"):
+def expected_cumulative_advantage_dars(p: ArrayLike, n: int, n_max: int, *,
+                                       schedule: str | None = "et",
+                                       scale: str = "none") -> tuple[jax.Array, jax.Array]:
     """Exact expected ``sum |A|`` of the merged DARS group, and the expected rollouts spent.
 
     Stage 1 draws ``C1 ~ Binomial(n, p)``; the prompt then gets

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
@@ -57,7 +58,7 @@ class DynaConfig:
     def horizon(self) -> int:
         return self.site.max_steps
 
-    def replace(self, **changes) -> "DynaConfig":
+    def replace(self, **changes: Any) -> "DynaConfig":
         return dataclasses.replace(self, **changes)
 
 
@@ -90,7 +91,7 @@ def dream_arm(expert_ratio: float = 0.0, model_noise: float = 0.0) -> Arm:
                jnp.float32(_unit("model_noise", model_noise)))
 
 
-def stack_arms(arms) -> Arm:
+def stack_arms(arms: Iterable[Arm]) -> Arm:
     """Arms stacked on a leading axis, for ``vmap``."""
     arms = list(arms)
     if not arms:

@@ -34,11 +34,13 @@ environment give the same episodes in distribution.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
+from jax.typing import ArrayLike
 
 from rlvr_lab import advantages, losses
 from rlvr_lab.envs import toy_web
@@ -54,7 +56,7 @@ class Trajectory(NamedTuple):
     success: jnp.ndarray    # [...]
 
 
-def inverse_cdf(u, probs):
+def inverse_cdf(u: jax.Array, probs: jax.Array) -> jax.Array:
     """Index drawn from ``probs`` (last axis) by the uniform number ``u`` (shape ``probs[...,
     0]``): the first index whose cumulative probability exceeds ``u``. Normalising the
     cumulative sum keeps a rounding error from landing on a zero-probability tail."""
@@ -63,8 +65,8 @@ def inverse_cdf(u, probs):
     return jnp.minimum((u[..., None] >= cdf).sum(-1), probs.shape[-1] - 1).astype(jnp.int32)
 
 
-def rollout(key, logits, laws, law_index, tasks, params: toy_web.EnvParams,
-            horizon: int) -> Trajectory:
+def rollout(key: jax.Array, logits: jax.Array, laws: jax.Array, law_index: jax.Array,
+            tasks: jax.Array, params: toy_web.EnvParams, horizon: int) -> Trajectory:
     """A flat batch of N episodes from home, stepped together.
 
     ``logits`` [K, O, A] the policy; episode ``n`` pursues task ``tasks[n]`` and draws its next
@@ -78,7 +80,8 @@ def rollout(key, logits, laws, law_index, tasks, params: toy_web.EnvParams,
     return rollout_from_uniforms(uniforms, logits, laws, law_index, tasks, params)
 
 
-def rollout_from_uniforms(uniforms, logits, laws, law_index, tasks,
+def rollout_from_uniforms(uniforms: jax.Array, logits: jax.Array, laws: jax.Array,
+                          law_index: jax.Array, tasks: jax.Array,
                           params: toy_web.EnvParams) -> Trajectory:
     """:func:`rollout` driven by given uniform numbers ``[H, 2, N]`` (action, next observation):
     all draws of a step come from one random call, which keeps compilation short."""
@@ -108,13 +111,14 @@ def _by_task(traj: Trajectory, num_tasks: int) -> Trajectory:
     return jax.tree.map(lambda x: x.reshape((num_tasks, -1) + x.shape[1:]), traj)
 
 
-def expert_logits(params: toy_web.EnvParams):
+def expert_logits(params: toy_web.EnvParams) -> jax.Array:
     """[K, O, A] a policy that always takes ``toy_web.expert_actions``."""
     table = toy_web.expert_actions(params)
     return jnp.where(jax.nn.one_hot(table, params.num_actions) > 0, 0.0, -jnp.inf)
 
 
-def collect_expert(key, params: toy_web.EnvParams, episodes: int, horizon: int) -> Trajectory:
+def collect_expert(key: jax.Array, params: toy_web.EnvParams, episodes: int,
+                   horizon: int) -> Trajectory:
     """[K, episodes] logged expert episodes in the real site."""
     tasks = jnp.repeat(jnp.arange(params.num_tasks), episodes)
     law = toy_web.transition_tensor(params)[None]
@@ -123,14 +127,14 @@ def collect_expert(key, params: toy_web.EnvParams, episodes: int, horizon: int) 
     return _by_task(traj, params.num_tasks)
 
 
-def log_probs(logits, traj: Trajectory):
+def log_probs(logits: jax.Array, traj: Trajectory) -> jax.Array:
     """[K, G, H] log pi(action | task, obs) of each step."""
     logp_all = jax.nn.log_softmax(logits, axis=-1)                  # [K, O, A]
     tasks = jnp.arange(logits.shape[0])[:, None, None]
     return logp_all[tasks, traj.obs, traj.action]
 
 
-def policy_loss(logits, traj: Trajectory, config: DynaConfig):
+def policy_loss(logits: jax.Array, traj: Trajectory, config: DynaConfig) -> jax.Array:
     """GRPO advantages over whole trajectories + the GSPO (or PPO-clip) sequence loss."""
     K, G, H = traj.obs.shape
     adv = advantages.grpo(traj.success.astype(jnp.float32))          # [K, G], group = task
@@ -149,7 +153,8 @@ def _select(mask, a: Trajectory, b: Trajectory) -> Trajectory:
     return jax.tree.map(pick, a, b)
 
 
-def exact_success(logits, true_law, params: toy_web.EnvParams, horizon: int):
+def exact_success(logits: ArrayLike, true_law: ArrayLike, params: toy_web.EnvParams,
+                  horizon: int) -> jax.Array:
     """[K] exact success probability of the policy for each task on the true site."""
     probs = jax.nn.softmax(logits, axis=-1)
     return jax.vmap(lambda p, k: wm.success_probability(p, true_law, params, k, horizon))(
@@ -172,7 +177,7 @@ class Summary(NamedTuple):
     expert_success: jnp.ndarray       # scalar: success rate of the logged expert set
 
 
-def make_train(config: DynaConfig):
+def make_train(config: DynaConfig) -> Callable[[jax.Array, Arm], tuple[Metrics, Summary]]:
     """``train(key, arm) -> (Metrics, Summary)``; the site is drawn from ``key``, so arms run
     with one key share the site, the expert set, the hallucination table and every draw."""
     H, G = config.horizon, config.group_size
@@ -250,7 +255,7 @@ def make_train(config: DynaConfig):
     return train
 
 
-def make_run_arms(config: DynaConfig):
+def make_run_arms(config: DynaConfig) -> Callable[[jax.Array, Arm], tuple[Metrics, Summary]]:
     """``run(keys [S], arms) -> (Metrics, Summary)`` with leaves ``[S, arms, ...]``: seeds by
     ``vmap`` over keys, arms by ``vmap`` over the stacked ``Arm`` (paired: one key per seed
     for every arm), all in one ``jit``."""

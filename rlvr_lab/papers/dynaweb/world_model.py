@@ -23,22 +23,24 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab.envs import toy_web
 
 
-def empty_counts(params: toy_web.EnvParams):
+def empty_counts(params: toy_web.EnvParams) -> jax.Array:
     return jnp.zeros((params.num_obs, params.num_actions, params.num_obs), jnp.float32)
 
 
-def update_counts(counts, obs, actions, next_obs, mask):
+def update_counts(counts: jax.Array, obs: jax.Array, actions: jax.Array, next_obs: jax.Array,
+                  mask: jax.Array) -> jax.Array:
     """Add the transitions ``obs -> next_obs`` under ``actions`` where ``mask`` (any shapes,
     all equal) to the counts."""
     return counts.at[obs.ravel(), actions.ravel(), next_obs.ravel()].add(
         mask.ravel().astype(counts.dtype))
 
 
-def predict(counts, params: toy_web.EnvParams):
+def predict(counts: jax.Array, params: toy_web.EnvParams) -> jax.Array:
     """[O, A, O] the model's law of the next observation (module doc)."""
     n_obs, n_act = params.num_obs, params.num_actions
     n = counts.sum(-1, keepdims=True)
@@ -48,7 +50,7 @@ def predict(counts, params: toy_web.EnvParams):
     return jnp.where((n > 0) & live, learned, stay)
 
 
-def hallucination_table(key, params: toy_web.EnvParams):
+def hallucination_table(key: jax.Array, params: toy_web.EnvParams) -> jax.Array:
     """[O, A, O] one-hot: each live ``(o, a)`` jumps to a reachable observation drawn uniformly
     (terminal rows stay absorbing)."""
     n_obs, n_act = params.num_obs, params.num_actions
@@ -60,28 +62,29 @@ def hallucination_table(key, params: toy_web.EnvParams):
     return jax.nn.one_hot(target, n_obs)
 
 
-def with_noise(model, hallucination, noise):
+def with_noise(model: ArrayLike, hallucination: ArrayLike, noise: ArrayLike) -> jax.Array:
     """``(1 - noise) * model + noise * hallucination``."""
     return (1.0 - noise) * model + noise * hallucination
 
 
-def total_variation(p, q):
+def total_variation(p: ArrayLike, q: ArrayLike) -> jax.Array:
     return 0.5 * jnp.abs(p - q).sum(-1)
 
 
-def one_step_error(model, true, params: toy_web.EnvParams):
+def one_step_error(model: ArrayLike, true: ArrayLike, params: toy_web.EnvParams) -> jax.Array:
     """Mean TV over reachable live observations x actions (module doc)."""
     rows = toy_web.reachable_obs_mask(params) & ~toy_web.terminal_obs_mask(params)
     tv = total_variation(model, true).mean(-1)
     return jnp.where(rows, tv, 0.0).sum() / rows.sum()
 
 
-def policy_kernel(law, policy_probs):
+def policy_kernel(law: ArrayLike, policy_probs: ArrayLike) -> jax.Array:
     """``K[o, o'] = sum_a pi(a | o) law[o, a, o']``."""
     return jnp.einsum("oa,oap->op", policy_probs, law)
 
 
-def k_step_errors(model, true, policy_probs, params: toy_web.EnvParams, k_max: int):
+def k_step_errors(model: ArrayLike, true: ArrayLike, policy_probs: ArrayLike,
+                  params: toy_web.EnvParams, k_max: int) -> jax.Array:
     """[k_max] TV between the step-k observation laws from home in the model and in the site."""
     start = jax.nn.one_hot(toy_web.home_obs(params), params.num_obs)
     km, kt = policy_kernel(model, policy_probs), policy_kernel(true, policy_probs)
@@ -95,11 +98,12 @@ def k_step_errors(model, true, policy_probs, params: toy_web.EnvParams, k_max: i
     return errs
 
 
-def uniform_policy(params: toy_web.EnvParams):
+def uniform_policy(params: toy_web.EnvParams) -> jax.Array:
     return jnp.full((params.num_obs, params.num_actions), 1.0 / params.num_actions)
 
 
-def success_probability(policy_probs, law, params: toy_web.EnvParams, task, horizon: int):
+def success_probability(policy_probs: ArrayLike, law: ArrayLike, params: toy_web.EnvParams,
+                        task: ArrayLike, horizon: int) -> jax.Array:
     """Exact probability that ``policy_probs`` ([O, A], for this task) succeeds on ``task``
     within ``horizon`` steps when the next observation follows ``law`` ([O, A, O])."""
     start = jax.nn.one_hot(toy_web.home_obs(params), params.num_obs)

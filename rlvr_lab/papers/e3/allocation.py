@@ -38,10 +38,12 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from rlvr_lab.train.budget import _check_budget, _static_int
 
@@ -60,7 +62,7 @@ def e3_schedule(epoch: int, n: int = 8, *, n_update: int = 2, n_low: int = 4,
     return max(n - epoch * n_update, n_low), min(n + epoch * n_update, n_high)
 
 
-def e3_ranks(mean_reward, seen=None):
+def e3_ranks(mean_reward: ArrayLike, seen: ArrayLike | None = None) -> jax.Array:
     """Difficulty rank in [0, 1) per prompt from its mean reward: 1 - 1/|D| = hardest.
 
     ``position`` counts the seen prompts that are strictly easier (higher mean reward; ties
@@ -74,7 +76,8 @@ def e3_ranks(mean_reward, seen=None):
         r.dtype if jnp.issubdtype(r.dtype, jnp.floating) else jnp.float32)
 
 
-def e3_allocation(rank, budget, n_min: int, n_max: int, *, cap_at_max: bool = False):
+def e3_allocation(rank: ArrayLike, budget: ArrayLike, n_min: int, n_max: int, *,
+                  cap_at_max: bool = False) -> jax.Array:
     """Rollouts per prompt of a batch from difficulty ranks (authors' rule; int32 ``[B]``).
 
     ``rank`` ``[B]`` in [0, 1) (negative = unseen, weight 0); ``budget`` = ``n B`` in the
@@ -89,7 +92,8 @@ def e3_allocation(rank, budget, n_min: int, n_max: int, *, cap_at_max: bool = Fa
     return e3_counts(rank, budget, n_min, n_max, cap_at_max=cap_at_max)
 
 
-def e3_counts(rank, budget, n_min, n_max, *, cap_at_max: bool = False):
+def e3_counts(rank: ArrayLike, budget: ArrayLike, n_min: ArrayLike, n_max: ArrayLike, *,
+              cap_at_max: bool = False) -> jax.Array:
     """:func:`e3_allocation` without validation: ``n_min``/``n_max`` may be traced (the
     per-epoch schedule inside a ``lax.scan``)."""
     rank = jnp.asarray(rank)
@@ -121,7 +125,8 @@ def entropy_scale(vocab_size: int) -> float:
     return math.log(v) + math.log(math.log(v))
 
 
-def e3_temperature_update(temperature, entropy, target_entropy, vocab_size: int):
+def e3_temperature_update(temperature: ArrayLike, entropy: ArrayLike, target_entropy: ArrayLike,
+                          vocab_size: int) -> jax.Array:
     """One E3 step ``T (1 + T ln(H* / H) / (ln V + ln ln V))``; ``H = H*`` leaves T unchanged.
 
     ``entropy`` is floored at 1e-12 so a collapsed policy gives a large finite increase.
@@ -131,8 +136,8 @@ def e3_temperature_update(temperature, entropy, target_entropy, vocab_size: int)
     return t * (1.0 + t * jnp.log(target_entropy / h) / entropy_scale(vocab_size))
 
 
-def e3_target_entropy(step, initial_target, total_steps: int, *, annealing_ratio: float = 0.4,
-                      annealing_factor: float = 0.9):
+def e3_target_entropy(step: ArrayLike, initial_target: ArrayLike, total_steps: int, *,
+                      annealing_ratio: float = 0.4, annealing_factor: float = 0.9) -> jax.Array:
     """Target entropy at ``step``: ``H*_0`` until ``total_steps - int(total_steps * ratio)``,
     then a half cosine down to ``annealing_factor * H*_0`` at ``total_steps`` (code form)."""
     total_steps = _static_int("total_steps", total_steps, 1)
@@ -146,14 +151,15 @@ def e3_target_entropy(step, initial_target, total_steps: int, *, annealing_ratio
 
 
 # ----------------------------------------------------------------------------- length penalty
-def length_penalty(length, coeff):
+def length_penalty(length: ArrayLike, coeff: ArrayLike) -> jax.Array:
     """E3's length bias ``b = mu l / (1 + mu l)`` of a response of ``l`` tokens (``mu`` =
     ``coeff`` >= 0; 0 at l = 0 or mu = 0, rising to 1 for long responses)."""
     x = jnp.asarray(coeff) * jnp.asarray(length)
     return x / (1.0 + x)
 
 
-def apply_length_penalty(rewards, lengths, rank, coeff, threshold):
+def apply_length_penalty(rewards: ArrayLike, lengths: ArrayLike, rank: ArrayLike, coeff: ArrayLike,
+                         threshold: ArrayLike) -> jax.Array:
     """E3's length control (the authors' ``apply_length_penalty``): on easy prompts, subtract
     :func:`length_penalty` from the reward of every correct rollout, so a shorter correct
     answer earns more.
@@ -172,7 +178,9 @@ def apply_length_penalty(rewards, lengths, rank, coeff, threshold):
     return jnp.where(easy, rewards - penalty, rewards)
 
 
-def expected_all_incorrect(key, p, batch_sizes, ranges, draws: int, n: int = 8):
+def expected_all_incorrect(key: jax.Array, p: ArrayLike, batch_sizes: Iterable[int],
+                           ranges: Sequence[tuple[int, int]] | ArrayLike, draws: int,
+                           n: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """At a fixed policy with success probabilities ``p`` ``[K]``: for each batch size of
     ``batch_sizes`` and each ``(n_min, n_max)`` of ``ranges``, the expected fraction of
     all-incorrect groups ``mean_i (1 - p_i)^{n_i}`` under E3's allocation of ``n B`` rollouts

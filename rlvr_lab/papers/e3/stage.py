@@ -14,6 +14,7 @@ the bank trainer's temperature is static.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -113,7 +114,8 @@ class TemperatureConfig:
     batch_size = property(lambda self: self.num_prompts)
 
 
-def make_temperature_train(config: TemperatureConfig):
+def make_temperature_train(config: TemperatureConfig
+                           ) -> Callable[..., tuple[jax.Array, dict[str, jax.Array]]]:
     """``train(key, e3_rule=None) -> (logits, metrics)``; metrics ``[num_steps]``: ``temperature``,
     ``entropy`` (mean over the batch of the sampling policy's entropy, the quantity the rule
     reads), ``bank_entropy`` (same over all prompts), ``target_entropy``, ``accuracy`` and

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab import losses
 
 _BIG = float(jnp.finfo(jnp.float32).max)
 
 
-def vocab_mismatch(rollout_logits, train_logits, mask=None) -> dict:
+def vocab_mismatch(rollout_logits: ArrayLike, train_logits: ArrayLike,
+                   mask: ArrayLike | None = None) -> dict:
     """Per-token exact ``kl`` (rollout || train) and ``chi2`` (train || rollout), and their
     masked means ``kl_mean`` / ``chi2_mean``.
 

@@ -71,13 +71,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import Registry
 from rlvr_lab.models import transformer
+
+if TYPE_CHECKING:
+    from rlvr_lab.train import sequence
 
 LINEAR_LAYERS = ("qkv", "proj", "up", "down")
 ACT_SITES = ("qkv_in", "proj_in", "up_in", "down_in")
@@ -114,7 +119,7 @@ for _fmt in (
     FORMATS.register(_fmt.name, _fmt)
 
 
-def get_format(fmt) -> Format:
+def get_format(fmt: str | Format) -> Format:
     """A :class:`Format` by name (ValueError listing the valid names) or passed through."""
     return fmt if isinstance(fmt, Format) else FORMATS.get(fmt)
 
@@ -138,7 +143,8 @@ def _check_block(name: str, block) -> tuple:
     return block
 
 
-def fake_quantise(x, fmt="e4m3", block=(128, 128)):
+def fake_quantise(x: ArrayLike, fmt: str | Format = "e4m3",
+                  block: tuple[int | None, ...] | int | None = (128, 128)) -> jax.Array:
     """``x`` quantised to ``fmt`` in absmax-scaled blocks and dequantised (same shape, dtype).
 
     ``block`` covers the trailing ``len(block)`` axes (leading axes: blocks of 1); ``None``
@@ -253,7 +259,7 @@ class ActQuant:
     activations: bool = True
     kv: bool = False
 
-    def __call__(self, site: str, x):
+    def __call__(self, site: str, x: jax.Array) -> jax.Array:
         if site in ACT_SITES and self.activations:
             return fake_quantise(x, self.format, self.block)
         if site in KV_SITES and self.kv:
@@ -271,7 +277,7 @@ def _is_linear_kernel(path) -> bool:
     return len(keys) >= 2 and keys[-1] == "kernel" and keys[-2] in LINEAR_LAYERS
 
 
-def quantise_params(params, config: QuantConfig):
+def quantise_params(params: nnx.State, config: QuantConfig) -> nnx.State:
     """Parameter state with every linear-layer kernel fake-quantised (other leaves as is)."""
     def one(path, leaf):
         if _is_linear_kernel(path):
@@ -288,7 +294,7 @@ def quantise_policy(policy: transformer.Policy, config: QuantConfig) -> transfor
     return transformer.Policy(model_cfg, quantise_params(policy.params, config))
 
 
-def make_rollout_fn(config: QuantConfig):
+def make_rollout_fn(config: QuantConfig) -> Callable[..., sequence.RolloutBatch]:
     """A ``sequence.Trainer(rollout_fn=...)`` sampler that generates with the quantised
     policy; the returned ``behav_logp`` are the quantised engine's log-probs, while the
     trainer rescores in float32, so the mismatch metrics and TIS/MIS see a real gap."""
@@ -310,7 +316,8 @@ def _path_keys(path) -> list:
     return keys[:-1] if keys and keys[-1] == "value" else keys
 
 
-def inject_outliers(policy: transformer.Policy, channels, factor: float) -> transformer.Policy:
+def inject_outliers(policy: transformer.Policy, channels: ArrayLike,
+                    factor: float) -> transformer.Policy:
     """The same float32 function with outlier channels (see the module docstring).
 
     ``channels``: residual-stream channel indices (the same in every block, as LLM outlier

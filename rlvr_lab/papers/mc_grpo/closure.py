@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats as _st
 
 from rlvr_lab.stats import Interval
@@ -29,7 +30,7 @@ def _ratio(a: float, b: float) -> float:
     return 0.0 if a == 0 else math.copysign(math.inf, a)
 
 
-def fieller_ratio(num, den, level: float = 0.95) -> Interval:
+def fieller_ratio(num: npt.ArrayLike, den: npt.ArrayLike, level: float = 0.95) -> Interval:
     """Ratio ``mean(num) / mean(den)`` of paired per-seed values with Fieller's interval."""
     if not 0 < level < 1:
         raise ValueError(f"level={level!r} is not allowed; must be strictly between 0 and 1")
@@ -57,7 +58,8 @@ def fieller_ratio(num, den, level: float = 0.95) -> Interval:
     return Interval(ratio, (qb - root) / qa, (qb + root) / qa, n, level)
 
 
-def gap_closure(method_small, grpo_small, grpo_large, level: float = 0.95) -> Interval:
+def gap_closure(method_small: npt.ArrayLike, grpo_small: npt.ArrayLike,
+                grpo_large: npt.ArrayLike, level: float = 0.95) -> Interval:
     """``(method_small - grpo_small) / (grpo_large - grpo_small)`` per seed-paired means, with
     :func:`fieller_ratio`'s interval (1 = the whole gap closed, 0 = none)."""
     m, s, l_ = (np.asarray(x, np.float64) for x in (method_small, grpo_small, grpo_large))

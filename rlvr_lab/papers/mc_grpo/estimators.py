@@ -23,7 +23,9 @@ the rescale; masked entries are 0 and not kept. Never NaN.
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from rlvr_lab import advantages
 
@@ -38,7 +40,8 @@ def _valid(rewards, mask):
     return jnp.ones(rewards.shape, bool) if mask is None else jnp.asarray(mask, bool)
 
 
-def grpo_drop_one(rewards, mask=None, *, scale: str = "std", eps: float = 1e-6):
+def grpo_drop_one(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str = "std",
+                  eps: float = 1e-6) -> advantages.Advantages:
     """GRPO advantages over all valid rollouts; the last valid rollout is left out of the loss.
 
     ``scale`` as in :func:`rlvr_lab.advantages.grpo` ("std" | "none" | "batch"). Returns
@@ -55,7 +58,7 @@ def grpo_drop_one(rewards, mask=None, *, scale: str = "std", eps: float = 1e-6):
     return advantages.Advantages(adv, keep)
 
 
-def drop_min_abs_keep(rewards, mask=None):
+def drop_min_abs_keep(rewards: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """``keep [B, G+1]``: the valid rollouts minus, in groups of two or more, the first valid
     index with the smallest ``|reward|`` (the authors' ``rewards.abs().min(dim=1)``)."""
     rewards = jnp.asarray(rewards)
@@ -69,7 +72,8 @@ def drop_min_abs_keep(rewards, mask=None):
     return valid & ~((index == first[:, None]) & (n >= 2))
 
 
-def rescale_nonzero(adv, mask=None, *, atol: float = NONZERO_ATOL):
+def rescale_nonzero(adv: ArrayLike, mask: ArrayLike | None = None, *,
+                    atol: float = NONZERO_ATOL) -> jax.Array:
     """Each group's non-zero advantages times ``n / #non-zero``.
 
     ``n`` counts the group's valid entries (all G+1, the pivot or dropped rollout included, as
@@ -89,8 +93,8 @@ def rescale_nonzero(adv, mask=None, *, atol: float = NONZERO_ATOL):
     return jnp.where(valid, jnp.where(nonzero, adv * factor, adv), jnp.zeros_like(adv))
 
 
-def grpo_drop_min_abs(rewards, mask=None, *, scale: str = "std", eps: float = 1e-4,
-                      rescale: bool = False):
+def grpo_drop_min_abs(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str = "std",
+                      eps: float = 1e-4, rescale: bool = False) -> advantages.Advantages:
     """The authors' compute-matched baseline: GRPO over all G+1 valid rollouts
     (``(r - mean) / (std + eps)``, sample std, eps 1e-4 as their code), the smallest-|reward|
     rollout left out of the loss (:func:`drop_min_abs_keep`); ``rescale`` applies
@@ -101,8 +105,8 @@ def grpo_drop_min_abs(rewards, mask=None, *, scale: str = "std", eps: float = 1e
     return advantages.Advantages(adv, drop_min_abs_keep(rewards, mask))
 
 
-def mc_grpo_rescaled(rewards, mask=None, *, scale: str = "mad", eps: float = 1e-3,
-                     rescale: bool = True):
+def mc_grpo_rescaled(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str = "mad",
+                     eps: float = 1e-3, rescale: bool = True) -> advantages.Advantages:
     """The authors' MC-GRPO: median-centred, ``scale`` ("mad" as their code, "std", "none"),
     pivot dropped (:func:`rlvr_lab.advantages.mc_grpo`), then :func:`rescale_nonzero`."""
     adv, keep = advantages.mc_grpo(rewards, mask, scale=scale, eps=eps)

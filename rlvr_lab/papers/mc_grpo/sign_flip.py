@@ -46,12 +46,14 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 from scipy import special, stats
 
 from rlvr_lab import advantages
@@ -138,7 +140,7 @@ def _signs(diff: np.ndarray, scale: float) -> np.ndarray:
     return np.where(diff > tol, 1, np.where(diff < -tol, -1, 0))
 
 
-def population_median(values, probs) -> float:
+def population_median(values: npt.ArrayLike, probs: npt.ArrayLike) -> float:
     """Lower median of a discrete law: the smallest value with CDF >= 1/2."""
     values, probs = _check_law(values, probs)
     cdf = np.cumsum(probs)
@@ -164,7 +166,8 @@ def _true_sign_probs(values, probs, reference, reference_g):
     return (sign > 0).astype(np.float64), (sign < 0).astype(np.float64)
 
 
-def flip_statistics(values, probs, g, *, baseline: str = "mean", reference="mean",
+def flip_statistics(values: npt.ArrayLike, probs: npt.ArrayLike, g: int, *,
+                    baseline: str = "mean", reference: str | float = "mean",
                     reference_g: int = 64) -> FlipStats:
     """Exact per-rollout flip and zeroing probabilities for a discrete reward law.
 
@@ -205,7 +208,8 @@ def flip_statistics(values, probs, g, *, baseline: str = "mean", reference="mean
     return FlipStats(flip=flip, zero=zero)
 
 
-def sign_flip_probability(values, probs, g, *, baseline: str = "mean", reference="mean",
+def sign_flip_probability(values: npt.ArrayLike, probs: npt.ArrayLike, g: int, *,
+                          baseline: str = "mean", reference: str | float = "mean",
                           reference_g: int = 64) -> float:
     """Exact probability that a rollout's estimated advantage has the wrong strict sign.
 
@@ -218,7 +222,8 @@ def sign_flip_probability(values, probs, g, *, baseline: str = "mean", reference
                            reference_g=reference_g).flip
 
 
-def zeroing_probability(values, probs, g, *, baseline: str = "mean", reference="mean",
+def zeroing_probability(values: npt.ArrayLike, probs: npt.ArrayLike, g: int, *,
+                        baseline: str = "mean", reference: str | float = "mean",
                         reference_g: int = 64) -> float:
     """Exact probability that a rollout gets A = 0 although its true advantage is non-zero."""
     return flip_statistics(values, probs, g, baseline=baseline, reference=reference,
@@ -245,7 +250,7 @@ class RewardLaw:
         return self.values is not None
 
 
-def discrete_law(name: str, values, probs) -> RewardLaw:
+def discrete_law(name: str, values: npt.ArrayLike, probs: npt.ArrayLike) -> RewardLaw:
     """A finite law; sampling draws level indices with ``jax.random.choice``."""
     v, p = _check_law(values, probs)
     vj = np.asarray(v)
@@ -373,7 +378,8 @@ def _resolve_mc_reference(reference, law_mean, law_median):
     return reference
 
 
-def monte_carlo_sweep(key, sample: Callable, gs, *, baseline: str = "mean", references=("mean",),
+def monte_carlo_sweep(key: jax.Array, sample: Callable, gs: Iterable[int], *,
+                      baseline: str = "mean", references: Sequence[str | float] = ("mean",),
                       reference_g: int = 64, law_mean: float | None = None,
                       law_median: float | None = None, num_groups: int = 65536,
                       level: float = 0.95) -> dict[str, np.ndarray]:
@@ -401,10 +407,10 @@ def monte_carlo_sweep(key, sample: Callable, gs, *, baseline: str = "mean", refe
             "zero": zeros.mean(0), "zero_half_width": z * zeros.std(0, ddof=1)}
 
 
-def sign_flip_monte_carlo(key, sample: Callable, g: int, *, baseline: str = "mean",
-                          reference="mean", reference_g: int = 64, law_mean: float | None = None,
-                          law_median: float | None = None, num_groups: int = 65536,
-                          level: float = 0.95) -> MonteCarloFlips:
+def sign_flip_monte_carlo(key: jax.Array, sample: Callable, g: int, *, baseline: str = "mean",
+                          reference: str | float = "mean", reference_g: int = 64,
+                          law_mean: float | None = None, law_median: float | None = None,
+                          num_groups: int = 65536, level: float = 0.95) -> MonteCarloFlips:
     """Monte Carlo flip and zeroing probabilities for any reward sampler.
 
     ``sample(key, shape)`` draws i.i.d. rewards (for example ``RewardLaw.sample``; pass the
@@ -422,8 +428,8 @@ def sign_flip_monte_carlo(key, sample: Callable, g: int, *, baseline: str = "mea
                            int(num_groups))
 
 
-def law_flip_statistics(key, law: RewardLaw, g: int, *, baseline: str = "mean",
-                        reference="mean", reference_g: int = 64,
+def law_flip_statistics(key: jax.Array, law: RewardLaw, g: int, *, baseline: str = "mean",
+                        reference: str | float = "mean", reference_g: int = 64,
                         num_groups: int = 65536) -> MonteCarloFlips:
     """Flip/zeroing probabilities of a :class:`RewardLaw`: exact when it is discrete
     (half-widths 0, ``num_groups`` 0), Monte Carlo otherwise."""
@@ -436,8 +442,9 @@ def law_flip_statistics(key, law: RewardLaw, g: int, *, baseline: str = "mean",
                                  law_median=law.median, num_groups=num_groups)
 
 
-def law_flip_sweep(key, law: RewardLaw, gs, *, baseline: str = "mean",
-                   references=("mean",), num_groups: int = 65536) -> dict[str, np.ndarray]:
+def law_flip_sweep(key: jax.Array, law: RewardLaw, gs: Sequence[int], *, baseline: str = "mean",
+                   references: Sequence[str | float] = ("mean",),
+                   num_groups: int = 65536) -> dict[str, np.ndarray]:
     """:func:`monte_carlo_sweep` for a :class:`RewardLaw`, exact (half-widths 0) if discrete."""
     if not law.discrete:
         return monte_carlo_sweep(key, law.sample, gs, baseline=baseline, references=references,

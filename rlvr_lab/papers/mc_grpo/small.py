@@ -26,8 +26,11 @@ evaluator (the compiled pieces only depend on the fields compared in :func:`_sam
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable, Sequence
 
+import jax
 import numpy as np
+import numpy.typing as npt
 
 from rlvr_lab.envs import arithmetic, tasks, tokenizer
 from rlvr_lab.train import sequence
@@ -49,7 +52,8 @@ def partial_credit(problem: tasks.Problem, completion: str) -> tuple[float, bool
     return (LEVELS[1] if near_miss else LEVELS[0]), False
 
 
-def score(problems, completion_ids):
+def score(problems: Sequence[tasks.Problem], completion_ids: npt.ArrayLike
+          ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rlvr_lab.envs.tasks.score_completions` with :func:`partial_credit`:
     ``completion_ids [..., M, N]`` -> ``(rewards float32, correct bool)`` of shape ``[..., M]``."""
     ids = np.asarray(completion_ids)
@@ -68,7 +72,7 @@ class PartialCreditTrainer(sequence.Trainer):
     """The sequence trainer with :func:`partial_credit` rewards (training rollouts only;
     held-out evaluation counts correctness as before)."""
 
-    def verify(self, idx, tokens):
+    def verify(self, idx: jax.Array, tokens: jax.Array) -> tuple[np.ndarray, np.ndarray]:
         cfg = self.config
         s, b, g = idx.shape[0], cfg.num_prompts, cfg.num_generations
         tokens = np.asarray(tokens).reshape(s, b, g, -1)   # rows are ordered b*G + g
@@ -86,7 +90,8 @@ class PartialCreditTrainer(sequence.Trainer):
         return np.asarray(r, np.float32).T.copy(), np.asarray(c, bool).T.copy()
 
 
-def reward_law(trainer: sequence.Trainer, key, num_prompts: int = 64, samples: int = 32):
+def reward_law(trainer: sequence.Trainer, key: jax.Array, num_prompts: int = 64,
+               samples: int = 32) -> np.ndarray:
     """Empirical per-prompt laws of :func:`partial_credit` under the trainer's base policy:
     ``[num_prompts, len(LEVELS)]`` frequencies from ``samples`` rollouts of each of the first
     ``num_prompts`` training prompts."""
@@ -109,7 +114,8 @@ def _same(a, b, fields) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in fields)
 
 
-def make_trainers(configs: dict, trainer_cls=PartialCreditTrainer) -> dict:
+def make_trainers(configs: dict,
+                  trainer_cls: type[sequence.Trainer] = PartialCreditTrainer) -> dict:
     """One trainer per config, built on one SFT base; a trainer reuses the compiled rollout of
     an earlier one with the same sampling fields and the compiled evaluator of the first with
     the same decoding (its ``_rollout`` / ``_eval`` attributes, when present)."""
@@ -127,8 +133,9 @@ def make_trainers(configs: dict, trainer_cls=PartialCreditTrainer) -> dict:
     return trainers
 
 
-def run_arms(configs: dict, key, num_seeds: int, *, trainer_cls=PartialCreditTrainer,
-             progress=None) -> dict:
+def run_arms(configs: dict, key: jax.Array, num_seeds: int, *,
+             trainer_cls: type[sequence.Trainer] = PartialCreditTrainer,
+             progress: Callable[[Iterable, str], Iterable] | None = None) -> dict:
     """``{name: sequence.Run}``: every config trained from the same SFT base with the same
     ``key`` (seed ``s`` of every arm draws its keys from the same stream: paired seeds).
     ``progress(iterable, desc)`` wraps the loop over arms (e.g. ``Context.progress``)."""

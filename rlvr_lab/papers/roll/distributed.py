@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import jax
 import numpy as np
@@ -34,10 +35,12 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from rlvr_lab.models import transformer
 from rlvr_lab.train import bandit, sequence
 
 
-def initialize(coordinator_address: str, num_processes: int, process_id: int, **kwargs):
+def initialize(coordinator_address: str, num_processes: int, process_id: int,
+               **kwargs: Any) -> None:
     """``jax.distributed.initialize`` (call before any other JAX work); on CPU also selects
     the gloo collectives that cross-process gathers need."""
     platforms = (jax.config.jax_platforms or "").split(",")
@@ -59,7 +62,7 @@ def seed_block(num_seeds: int, process_index: int | None = None,
     return p * count, count, count * n
 
 
-def gather(tree, axis: int = 0):
+def gather(tree: Any, axis: int = 0) -> Any:
     """Every process's leaves concatenated along ``axis`` (same shapes in every process)."""
     def one(x):
         x = np.asarray(x)
@@ -70,7 +73,8 @@ def gather(tree, axis: int = 0):
     return jax.tree.map(one, tree)
 
 
-def bank_train_seeds(config: bandit.BanditConfig, key, num_seeds: int):
+def bank_train_seeds(config: bandit.BanditConfig, key: jax.Array, num_seeds: int
+                     ) -> tuple[bandit.TrainState, dict[str, np.ndarray]]:
     """:func:`bandit.train_seeds` over every process's devices; ``(states, metrics)`` as
     NumPy arrays on every process, leading seed axis (the numbers of one process)."""
     devices = jax.devices()
@@ -99,13 +103,14 @@ class SeedBlockTrainer(sequence.Trainer):
         super().__init__(config, **kwargs)
         self.total, self.start = int(total), int(start)
 
-    def step_keys(self, key, step: int, num_seeds: int):
+    def step_keys(self, key: jax.Array, step: int, num_seeds: int) -> jax.Array:
         keys = jax.random.split(jax.random.fold_in(key, step), self.total)
         idx = np.minimum(np.arange(self.start, self.start + num_seeds), self.total - 1)
         return keys[idx]
 
 
-def sequence_run(config: sequence.SequenceRLConfig, key, num_seeds: int, *, base_policy=None,
+def sequence_run(config: sequence.SequenceRLConfig, key: jax.Array, num_seeds: int, *,
+                 base_policy: transformer.Policy | None = None,
                  verbose: bool = False) -> sequence.Run:
     """:func:`sequence.run` with the seeds split into one block per process; the returned
     run's ``history`` and ``evals`` hold all ``num_seeds`` seeds (gathered), its ``state``

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
@@ -104,7 +105,8 @@ def _valid_positions(prompt_valid, max_new_tokens):
     return valid, transformer.positions_for(valid)
 
 
-def prefill(policy, prompts, prompt_valid, *, max_new_tokens: int) -> DecodeState:
+def prefill(policy: transformer.Policy, prompts: jax.Array, prompt_valid: jax.Array, *,
+            max_new_tokens: int) -> DecodeState:
     """The prompt pass of :func:`rlvr_lab.models.transformer.sample` (cache, first logits)."""
     b, p = prompts.shape
     valid, positions = _valid_positions(prompt_valid, max_new_tokens)
@@ -118,8 +120,9 @@ def prefill(policy, prompts, prompt_valid, *, max_new_tokens: int) -> DecodeStat
                        jnp.zeros(shape, bool))
 
 
-def decode_steps(key, policy, state: DecodeState, prompt_valid, start, stop, temperature,
-                 top_p: float = 1.0) -> DecodeState:
+def decode_steps(key: jax.Array, policy: transformer.Policy, state: DecodeState,
+                 prompt_valid: jax.Array, start: ArrayLike, stop: ArrayLike,
+                 temperature: ArrayLike, top_p: float = 1.0) -> DecodeState:
     """Decode steps ``start <= i < stop`` (traced scalars) of one seed.
 
     Step ``i`` draws with ``fold_in(key, i)`` exactly as :func:`transformer.sample` does, so
@@ -158,8 +161,9 @@ def _prefill(policy, prompts, prompt_valid, *, max_new_tokens: int):
 
 
 @functools.partial(jax.jit, static_argnames=("top_p",))
-def decode_chunk(keys, policy, state, prompt_valid, stopped, start, stop, temperature, *,
-                 top_p: float = 1.0):
+def decode_chunk(keys: jax.Array, policy: transformer.Policy, state: DecodeState,
+                 prompt_valid: jax.Array, stopped: jax.Array, start: ArrayLike, stop: ArrayLike,
+                 temperature: ArrayLike, *, top_p: float = 1.0) -> DecodeState:
     """Steps ``[start, stop)`` for every seed; ``stopped [S]`` seeds are aborted first."""
     state = state._replace(done=state.done | stopped[:, None])
     return jax.vmap(decode_steps, in_axes=(0, 0, 0, 0, None, None, None, None))(
@@ -229,7 +233,8 @@ class Driver:
         self.verify_seconds += time.perf_counter() - start
         return rewards[0], correct[0]
 
-    def rollout(self, key, policy, *, abort: bool | None = None) -> list[Round]:
+    def rollout(self, key: jax.Array, policy: transformer.Policy, *,
+                abort: bool | None = None) -> list[Round]:
         """One rollout step for every seed (``key [S]``: the step's rollout keys).
 
         ``abort`` overrides the config (False: the finish-everything run of the same key).
@@ -305,7 +310,8 @@ class Driver:
                                 correct[s], stop))
         return rounds
 
-    def batch_arrays(self, rounds: list[Round]):
+    def batch_arrays(self, rounds: list[Round]
+                     ) -> tuple[sequence.RolloutBatch, np.ndarray, np.ndarray, np.ndarray]:
         """Training rows ``[S, B*G, ...]``, rewards and group mask ``[S, B, G]`` of the chosen
         groups (slot order; a short batch repeats its first slot, masked out)."""
         rl = self.config.rl
@@ -329,12 +335,13 @@ class Driver:
         correct = np.stack([r.correct[p] for r, p in zip(rounds, pick)]) & group_mask
         return batch, np.nan_to_num(rewards).astype(np.float32), group_mask, correct
 
-    def rollout_keys(self, key, step: int, num_seeds: int):
+    def rollout_keys(self, key: jax.Array, step: int, num_seeds: int) -> jax.Array:
         """The step's rollout keys ``[S]`` (those of :class:`sequence.Trainer`)."""
         keys = self.trainer.step_keys(key, step, num_seeds)
         return jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
 
-    def learn(self, key, state, step: int, rounds: list[Round]):
+    def learn(self, key: jax.Array, state: sequence.TrainState, step: int, rounds: list[Round]
+              ) -> tuple[sequence.TrainState, dict[str, np.ndarray]]:
         """One update of every seed on its round's batch -> ``(state, metrics)``."""
         n_seeds = len(rounds)
         step_keys = self.trainer.step_keys(key, step, n_seeds)
@@ -349,7 +356,9 @@ class Driver:
         metrics["t_stop"] = np.array([r.t_stop for r in rounds], float)
         return state, metrics
 
-    def train_step(self, key, state, step: int, *, compare: bool = False):
+    def train_step(self, key: jax.Array, state: sequence.TrainState, step: int, *,
+                   compare: bool = False
+                   ) -> tuple[sequence.TrainState, dict[str, np.ndarray], dict[str, list[Round]]]:
         """One ROLL rollout + one update for every seed -> ``(state, metrics, rounds)``.
 
         ``compare=True`` also runs the finish-everything rollout of the same key and returns
@@ -376,7 +385,8 @@ def same_batch(a: Round, b: Round) -> bool:
                 and np.array_equal(a.scheduler.rewards[ga], b.scheduler.rewards[gb]))
 
 
-def completion_order_batch(full: Round, batch_size: int, order: str = "completion"):
+def completion_order_batch(full: Round, batch_size: int,
+                           order: str = "completion") -> S.Schedule:
     """The batch the scheduler would pick from a finish-everything round's lengths/rewards."""
     lengths = full.mask.sum(-1)
     return S.schedule(lengths, full.scheduler.rewards, batch_size, order=order, abort=False)

@@ -34,6 +34,7 @@ import dataclasses
 import functools
 import json
 import sys
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import jax
@@ -88,7 +89,7 @@ class DeviceMapping:
     def colocated_stages(self) -> bool:
         return self.generation == self.update
 
-    def meshes(self, devices=None) -> dict:
+    def meshes(self, devices: Iterable[jax.Device] | None = None) -> dict:
         """``{stage: Mesh}`` over ``devices`` (default ``jax.devices()``)."""
         devices = list(jax.devices() if devices is None else devices)
         out = {}
@@ -114,12 +115,14 @@ def _rows(tree, mesh, axis: int = 1):
     return jax.tree.map(put, tree)
 
 
-def param_bytes(policy) -> int:
+def param_bytes(policy: Any) -> int:
     return int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(policy)))
 
 
-def update_scored(key, state: sequence.TrainState, batch: sequence.RolloutBatch, rewards,
-                  old_logp, ref_logp, config: sequence.SequenceRLConfig):
+def update_scored(key: jax.Array, state: sequence.TrainState, batch: sequence.RolloutBatch,
+                  rewards: jax.Array, old_logp: jax.Array, ref_logp: jax.Array,
+                  config: sequence.SequenceRLConfig
+                  ) -> tuple[sequence.TrainState, dict[str, jax.Array]]:
     """:func:`sequence.update` (``rollout_correction="none"``) with the log-probs of the
     trainer (``old_logp``) and of the reference (``ref_logp``) computed by the scoring stage."""
     opt = sequence.make_optimizer(config)
@@ -216,7 +219,8 @@ class MappedTrainer:
         state = self.trainer.init_state(num_seeds)
         return _replicated(state, self.meshes["update"])
 
-    def train_step(self, key, state: sequence.TrainState, step: int):
+    def train_step(self, key: jax.Array, state: sequence.TrainState, step: int
+                   ) -> tuple[sequence.TrainState, dict[str, np.ndarray], sequence.RolloutBatch]:
         cfg, m = self.config, self.meshes
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
         keys = self.trainer.step_keys(key, step, num_seeds)
@@ -236,8 +240,10 @@ class MappedTrainer:
         return state, out, batch
 
 
-def compare(config: sequence.SequenceRLConfig, mappings, key, *, num_seeds: int = 2,
-            steps: int = 2, base_policy=None, ref_policy=None) -> dict:
+def compare(config: sequence.SequenceRLConfig, mappings: Iterable[DeviceMapping], key: jax.Array,
+            *, num_seeds: int = 2, steps: int = 2,
+            base_policy: transformer.Policy | None = None,
+            ref_policy: transformer.Policy | None = None) -> dict:
     """Train ``steps`` steps under every mapping from the same key; per mapping the metrics
     ``[steps, S]``, the sampled tokens' equality with the first mapping, and the largest
     absolute differences of metrics and final parameters against the first mapping."""
@@ -287,7 +293,7 @@ def _tiny_model():
 TINY_MODEL = _tiny_model()
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rlvr_lab.papers.roll.mapping [steps] [seeds] [base] [quick|full]``:
     compare mappings on all devices (at least 2) and print one JSON line.
 

@@ -47,6 +47,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 QUEUED, GENERATING, REWARDED, USED, ABORTED, FILTERED, SURPLUS = range(7)
 STATE_NAMES = ("queued", "generating", "rewarded", "used", "aborted", "filtered", "surplus")
@@ -54,7 +55,7 @@ TERMINAL = (USED, ABORTED, FILTERED, SURPLUS)
 ORDERS = ("completion", "slot")
 
 
-def informative(rewards) -> np.ndarray:
+def informative(rewards: npt.ArrayLike) -> np.ndarray:
     """Bool ``[...]``: a group's rewards (last axis) are not all equal (needs >= 2 samples).
 
     NumPy twin of :func:`rlvr_lab.train.rollout.informative_groups` without a mask.
@@ -122,7 +123,7 @@ class Scheduler:
         self._clock = t
         return t
 
-    def start(self, groups, t: int):
+    def start(self, groups: npt.ArrayLike, t: int) -> None:
         t = self._tick(t)
         for g in np.atleast_1d(groups):
             g = int(g)
@@ -132,7 +133,7 @@ class Scheduler:
             self.state[g] = GENERATING
             self.log.append((t, "start", g, -1))
 
-    def finish(self, t: int, group: int, sample: int, tokens: int):
+    def finish(self, t: int, group: int, sample: int, tokens: int) -> None:
         """Sample ``(group, sample)`` generated its last token at ``t`` (``tokens`` in all)."""
         t = self._tick(t)
         if self.state[group, sample] != GENERATING or self.t_finish[group, sample] >= 0:
@@ -143,7 +144,7 @@ class Scheduler:
         self.tokens[group, sample] = int(tokens)
         self.log.append((t, "finish", int(group), int(sample)))
 
-    def reward(self, t: int, group: int, sample: int, value: float):
+    def reward(self, t: int, group: int, sample: int, value: float) -> None:
         """The reward worker scored ``(group, sample)`` at ``t`` (after it finished)."""
         t = self._tick(t)
         if self.t_finish[group, sample] < 0 or self.state[group, sample] != GENERATING:
@@ -196,7 +197,7 @@ class Scheduler:
                 self._resolve(int(g), max(int(self.t_complete[g]), self.decided_at))
         return self.decided
 
-    def abort(self, t: int, tokens=None):
+    def abort(self, t: int, tokens: npt.ArrayLike | None = None) -> None:
         """Abort at ``t`` every sample not in a committed group and not yet dropped.
 
         ``tokens [R, G]``: tokens each in-flight sample had generated when stopped (ignored for
@@ -262,9 +263,9 @@ class Schedule(NamedTuple):
         return self.scheduler.counts()
 
 
-def schedule(lengths, rewards, batch_size: int, *, order: str = "completion",
-             abort: bool = True, max_running: int | None = None, reward_delay: int = 0,
-             granularity: int = 1, lag: int = 0) -> Schedule:
+def schedule(lengths: npt.ArrayLike, rewards: npt.ArrayLike, batch_size: int, *,
+             order: str = "completion", abort: bool = True, max_running: int | None = None,
+             reward_delay: int = 0, granularity: int = 1, lag: int = 0) -> Schedule:
     """Run the scheduler on an event model where every response's length is known.
 
     ``lengths [R, G]`` (>= 1): tokens each response has when run to the end (EOS included);
@@ -342,7 +343,8 @@ def schedule(lengths, rewards, batch_size: int, *, order: str = "completion",
     return Schedule(sched, batch, sched.decided_at, stop)
 
 
-def check(sched: Scheduler, batch_size: int | None = None, lengths=None) -> list[str]:
+def check(sched: Scheduler, batch_size: int | None = None,
+          lengths: npt.ArrayLike | None = None) -> list[str]:
     """The scheduler's invariants; returns the violations (empty when all hold).
 
     1. every sample is in a terminal state; used groups are exactly the committed ones;

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -112,7 +113,7 @@ def generation(model: str, workers: int, workload: Workload, seed: int = 0,
 SPLIT_GRID = (1 / 8, 1 / 4, 3 / 8, 1 / 2, 5 / 8, 3 / 4, 7 / 8)
 
 
-def splits(devices: int, need: int, grid=SPLIT_GRID) -> list[int]:
+def splits(devices: int, need: int, grid: Sequence[float] | None = SPLIT_GRID) -> list[int]:
     """Candidate generation GPU counts ``D_g`` (``grid=None``: every feasible one)."""
     top = devices - need
     if top < 1:
@@ -125,7 +126,7 @@ def splits(devices: int, need: int, grid=SPLIT_GRID) -> list[int]:
 
 def step_times(model: str, devices: int, workload: Workload | None = None,
                cluster: ClusterConfig = DEFAULT_CLUSTER, seed: int = 0,
-               grid=SPLIT_GRID) -> dict:
+               grid: Sequence[float] | None = SPLIT_GRID) -> dict:
     """Seconds per step of each mode on ``devices`` GPUs (``inf`` where it does not fit) and
     the best generation split of the disaggregated modes (searched over :func:`splits`)."""
     if model not in MODEL_PARAMS:
@@ -155,9 +156,10 @@ def step_times(model: str, devices: int, workload: Workload | None = None,
     return out
 
 
-def sweep(models=tuple(MODEL_PARAMS), devices=(2, 4, 8, 16, 32), workload=None,
+def sweep(models: Iterable[str] = tuple(MODEL_PARAMS),
+          devices: Sequence[int] = (2, 4, 8, 16, 32), workload: Workload | None = None,
           cluster: ClusterConfig = DEFAULT_CLUSTER, seed: int = 0,
-          grid=SPLIT_GRID) -> pd.DataFrame:
+          grid: Sequence[float] | None = SPLIT_GRID) -> pd.DataFrame:
     """One row per (model, D) with every mode's step time and the speed-ups over colocated."""
     rows = [step_times(m, d, workload, cluster, seed, grid) for m in models for d in devices]
     df = pd.DataFrame(rows)

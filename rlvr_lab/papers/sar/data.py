@@ -31,12 +31,14 @@ Flat layout: a pyramid is one row of ``sum(scales)`` tokens, scale after scale
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 
 from rlvr_lab._registry import positive_int
 
@@ -80,22 +82,22 @@ class LawConfig:
     def num_classes(self) -> int:
         return len(CLASSES)
 
-    def replace(self, **changes) -> "LawConfig":
+    def replace(self, **changes: Any) -> "LawConfig":
         return dataclasses.replace(self, **changes)
 
 
 # ----------------------------------------------------------------------------- pyramid
-def offsets(scales) -> np.ndarray:
+def offsets(scales: Sequence[int]) -> np.ndarray:
     """Flat start of each scale's block (and the total length last)."""
     return np.concatenate([[0], np.cumsum(scales)]).astype(int)
 
 
-def block_ids(scales) -> np.ndarray:
+def block_ids(scales: Sequence[int]) -> np.ndarray:
     """Scale index of every flat position, ``[sum(scales)]``."""
     return np.repeat(np.arange(len(scales)), scales)
 
 
-def parent_index(scales) -> np.ndarray:
+def parent_index(scales: Sequence[int]) -> np.ndarray:
     """For each flat position of scales 1.., the flat position of the token of the next coarser
     scale whose value is its model input (nearest-neighbour upsampling), ``[sum(scales) -
     scales[0]]``. Scale 0 has no parent (its input is the class)."""
@@ -109,7 +111,7 @@ def parent_index(scales) -> np.ndarray:
     return np.concatenate(out).astype(np.int32)
 
 
-def downsample(x, size: int):
+def downsample(x: np.ndarray | jax.Array, size: int) -> np.ndarray | jax.Array:
     """Block mean of ``x`` ([..., L] integer levels) over ``L // size`` pixels, rounded half up
     (integer arithmetic, so it is exact): ``floor((2 * sum + n) / (2 * n))``."""
     n = x.shape[-1] // size
@@ -117,35 +119,35 @@ def downsample(x, size: int):
     return (2 * sums + n) // (2 * n)
 
 
-def upsample(tokens, size: int):
+def upsample(tokens: np.ndarray | jax.Array, size: int) -> np.ndarray | jax.Array:
     """Nearest-neighbour upsampling of a token map to ``size`` positions."""
     xp = jnp if isinstance(tokens, jax.Array) else np
     return xp.repeat(tokens, size // tokens.shape[-1], axis=-1)
 
 
-def pyramid(x, scales) -> list:
+def pyramid(x: np.ndarray | jax.Array, scales: Iterable[int]) -> list:
     """The token maps of every scale of images ``x`` ([..., length]), coarse to fine."""
     return [downsample(x, s) for s in scales]
 
 
-def flatten(maps) -> "np.ndarray | jax.Array":
+def flatten(maps: Sequence[np.ndarray | jax.Array]) -> "np.ndarray | jax.Array":
     """Concatenate token maps (coarse to fine) into the flat layout."""
     xp = jnp if isinstance(maps[0], jax.Array) else np
     return xp.concatenate(list(maps), axis=-1)
 
 
-def unflatten(flat, scales) -> list:
+def unflatten(flat: np.ndarray | jax.Array, scales: Sequence[int]) -> list:
     """Split a flat row back into its token maps."""
     off = offsets(scales)
     return [flat[..., off[k]:off[k + 1]] for k in range(len(scales))]
 
 
-def flat_pyramid(x, scales):
+def flat_pyramid(x: np.ndarray | jax.Array, scales: Iterable[int]) -> np.ndarray | jax.Array:
     """``flatten(pyramid(x, scales))``."""
     return flatten(pyramid(x, scales))
 
 
-def consistent(flat, scales):
+def consistent(flat: np.ndarray | jax.Array, scales: Sequence[int]) -> np.ndarray | jax.Array:
     """True where every coarser scale of a flat pyramid equals the downsampled finest scale
     (what every pyramid of the law satisfies and a sampler need not)."""
     xp = jnp if isinstance(flat, jax.Array) else np
@@ -239,7 +241,8 @@ def scale_marginals(law: Law, config: LawConfig) -> list[np.ndarray]:
     return out
 
 
-def conditional(law: Law, config: LawConfig, cls: int, prefix) -> tuple[np.ndarray, np.ndarray]:
+def conditional(law: Law, config: LawConfig, cls: int, prefix: Sequence[npt.ArrayLike]
+                ) -> tuple[np.ndarray, np.ndarray]:
     """The exact law of the next scale given the class and the token maps of the coarser
     scales ``prefix`` (a list of ``len(prefix)`` maps): (distinct next maps [R, s], their
     probabilities [R]). Empty arrays when the prefix has probability 0 (it is off the law's

@@ -22,11 +22,14 @@ faster to compile, slower to run): compile time dominates a quick run on a CPU.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from flax import nnx
 
 from rlvr_lab.papers.sar import data as D
 from rlvr_lab.papers.sar import metrics as X
@@ -44,8 +47,9 @@ class Probe(NamedTuple):
     grad_norm: jax.Array     # [S, scales]
 
 
-def make_probe(graphdef, law_cfg: D.LawConfig, law: D.Law, key: jax.Array, num_samples: int,
-               num_probe: int, temperature: float = 1.0, fast_compile: bool = True):
+def make_probe(graphdef: nnx.GraphDef, law_cfg: D.LawConfig, law: D.Law, key: jax.Array,
+               num_samples: int, num_probe: int, temperature: float = 1.0,
+               fast_compile: bool = True) -> Callable[[nnx.State], Probe]:
     """Jitted ``probe(params [S]) -> Probe`` with every random number fixed by ``key``."""
     k_gen, k_law, k_own = jax.random.split(key, 3)
     gen_classes = jnp.arange(num_samples, dtype=jnp.int32) % law_cfg.num_classes
@@ -93,7 +97,8 @@ def law_stats(law: D.Law, law_cfg: D.LawConfig) -> LawStats:
                                                                                     law_cfg))
 
 
-def quality(samples, classes, law: D.Law, law_cfg: D.LawConfig, stats: LawStats) -> dict:
+def quality(samples: npt.ArrayLike, classes: npt.ArrayLike, law: D.Law, law_cfg: D.LawConfig,
+            stats: LawStats) -> dict:
     """Exact-law metrics of one seed's generated flat pyramids ``[N, T]``."""
     flat = np.asarray(samples)
     images = flat[:, -law_cfg.length:]

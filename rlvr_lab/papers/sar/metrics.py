@@ -16,13 +16,16 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
+import numpy.typing as npt
 from scipy import linalg
 
 from rlvr_lab.papers.sar import data as D
 
 
-def features(images, levels: int) -> np.ndarray:
+def features(images: npt.ArrayLike, levels: int) -> np.ndarray:
     """``[N, 2L - 1]`` float64: ``x / (levels - 1)`` and ``|x[i+1] - x[i]| / (levels - 1)``."""
     x = np.asarray(images, dtype=np.float64) / (levels - 1)
     return np.concatenate([x, np.abs(np.diff(x, axis=-1))], axis=-1)
@@ -36,7 +39,7 @@ def law_feature_moments(law: D.Law, levels: int) -> tuple[np.ndarray, np.ndarray
     return mu, (law.probs[:, None] * centred).T @ centred
 
 
-def sample_moments(feats) -> tuple[np.ndarray, np.ndarray]:
+def sample_moments(feats: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Sample mean and (ddof=1) covariance of ``[N, d]`` features; ``N == 1`` gives a zero
     covariance (documented degenerate case, never NaN)."""
     f = np.asarray(feats, dtype=np.float64)
@@ -46,7 +49,8 @@ def sample_moments(feats) -> tuple[np.ndarray, np.ndarray]:
     return mu, np.cov(f, rowvar=False, ddof=1).reshape(f.shape[1], f.shape[1])
 
 
-def frechet_distance(mu1, cov1, mu2, cov2) -> float:
+def frechet_distance(mu1: npt.ArrayLike, cov1: npt.ArrayLike, mu2: npt.ArrayLike,
+                     cov2: npt.ArrayLike) -> float:
     """Fréchet (2-Wasserstein) distance squared between N(mu1, cov1) and N(mu2, cov2).
 
     The cross term uses the symmetric form ``tr (S1^1/2 S2 S1^1/2)^1/2`` (``scipy.linalg.
@@ -65,13 +69,15 @@ def frechet_distance(mu1, cov1, mu2, cov2) -> float:
     return max(fd, 0.0)
 
 
-def fd_to_law(images, mu_true, cov_true, levels: int) -> float:
+def fd_to_law(images: npt.ArrayLike, mu_true: npt.ArrayLike, cov_true: npt.ArrayLike,
+              levels: int) -> float:
     """Fréchet distance of generated images (finest scale) to the exact law moments."""
     mu, cov = sample_moments(features(images, levels))
     return frechet_distance(mu, cov, mu_true, cov_true)
 
 
-def marginal_tv(flat, true_marginals, config: D.LawConfig) -> np.ndarray:
+def marginal_tv(flat: npt.ArrayLike, true_marginals: Iterable[np.ndarray],
+                config: D.LawConfig) -> np.ndarray:
     """Per scale: mean over positions of TV(exact marginal, empirical marginal of ``flat``)."""
     out = []
     for m, p in zip(D.unflatten(np.asarray(flat), config.scales), true_marginals):
@@ -80,7 +86,7 @@ def marginal_tv(flat, true_marginals, config: D.LawConfig) -> np.ndarray:
     return np.asarray(out)
 
 
-def support_rate(classes, images, law: D.Law) -> float:
+def support_rate(classes: npt.ArrayLike, images: npt.ArrayLike, law: D.Law) -> float:
     """Fraction of (class, image) pairs that have positive probability under the law (0.0 for
     no images)."""
     known = {(int(c), row.tobytes()) for c, row in zip(law.classes, law.images.astype(np.int32))}

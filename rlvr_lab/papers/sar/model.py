@@ -34,12 +34,16 @@ parameter.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import jax.stages
 import numpy as np
 from flax import nnx
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import positive_int
 from rlvr_lab.papers.sar import data as D
@@ -62,11 +66,11 @@ class ModelConfig:
             raise ValueError(f"d_model={self.d_model} must be divisible by "
                              f"n_heads={self.n_heads}")
 
-    def replace(self, **changes) -> "ModelConfig":
+    def replace(self, **changes: Any) -> "ModelConfig":
         return dataclasses.replace(self, **changes)
 
 
-def block_causal_mask(scales) -> np.ndarray:
+def block_causal_mask(scales: Sequence[int]) -> np.ndarray:
     """``[T, T]`` bool: query position ``q`` may attend to key ``j`` iff ``scale(j) <=
     scale(q)``."""
     b = D.block_ids(scales)
@@ -86,7 +90,7 @@ class Block(nnx.Module):
         self.up = nnx.Linear(d, cfg.mlp_ratio * d, rngs=rngs)
         self.down = nnx.Linear(cfg.mlp_ratio * d, d, rngs=rngs)
 
-    def __call__(self, x, mask):
+    def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
         B, T, d = x.shape
         h = self.n_heads
         q, k, v = jnp.split(self.qkv(self.ln1(x)).reshape(B, T, 3, h, d // h), 3, axis=2)
@@ -111,7 +115,7 @@ class NextScaleModel(nnx.Module):
         self.head = nnx.Linear(d, law.levels, rngs=rngs)
         self.scales = tuple(law.scales)  # static (hashable), not a parameter
 
-    def __call__(self, classes, flat):
+    def __call__(self, classes: jax.Array, flat: jax.Array) -> jax.Array:
         ctx = self.token_embed(flat[:, D.parent_index(self.scales)])     # [B, T - s0, d]
         first = self.class_embed(classes)[:, None, :]                    # [B, 1, d]
         first = jnp.broadcast_to(first, (flat.shape[0], self.scales[0], first.shape[-1]))
@@ -122,7 +126,7 @@ class NextScaleModel(nnx.Module):
         return self.head(self.ln_f(x))
 
 
-def graphdef_and_shapes(cfg: ModelConfig, law: D.LawConfig):
+def graphdef_and_shapes(cfg: ModelConfig, law: D.LawConfig) -> tuple[nnx.GraphDef, nnx.State]:
     """``(graphdef, abstract params)`` without running any initialiser."""
     return nnx.split(nnx.eval_shape(lambda: NextScaleModel(cfg, law, rngs=nnx.Rngs(0))))
 
@@ -141,7 +145,7 @@ def _init_scale(path, shape, n_layers: int) -> tuple[float, float]:
     return 0.02, 0.0
 
 
-def init(key: jax.Array, cfg: ModelConfig, law: D.LawConfig):
+def init(key: jax.Array, cfg: ModelConfig, law: D.LawConfig) -> tuple[nnx.GraphDef, nnx.State]:
     """``(graphdef, params)``: every parameter from one normal draw (module docstring)."""
     graphdef, shapes = graphdef_and_shapes(cfg, law)
     flat, treedef = jax.tree_util.tree_flatten_with_path(shapes)
@@ -163,7 +167,8 @@ def _tick():
     _COUNTER["executed"] += 1
 
 
-def forward(graphdef, params, classes, flat) -> jax.Array:
+def forward(graphdef: nnx.GraphDef, params: nnx.State, classes: jax.Array,
+            flat: jax.Array) -> jax.Array:
     """Logits ``[B, T, levels]`` of every position given the class and the (coarser-scale)
     tokens in ``flat``. One call = one forward pass of the model. Traced while
     :func:`count_executed` is active, it also reports each execution to the host."""
@@ -173,7 +178,7 @@ def forward(graphdef, params, classes, flat) -> jax.Array:
     return nnx.merge(graphdef, params)(classes, flat)
 
 
-def count_traced(fn, *args) -> int:
+def count_traced(fn: Callable[..., Any], *args: Any) -> int:
     """Forward passes written in ``fn`` (counted while tracing it once: a pass inside a loop
     body or in both branches of a ``lax.cond`` counts once)."""
     before = _COUNTER["traced"]
@@ -181,7 +186,7 @@ def count_traced(fn, *args) -> int:
     return _COUNTER["traced"] - before
 
 
-def instrument(fn, *args):
+def instrument(fn: Callable[..., Any], *args: Any) -> jax.stages.Compiled:
     """``fn`` compiled with a host callback in every forward pass, for
     :func:`count_executed` (``args`` fix the shapes; compiled fast, it runs rarely)."""
     _COUNTER["instrument"] = True
@@ -193,7 +198,7 @@ def instrument(fn, *args):
     return lowered.compile()
 
 
-def count_executed(instrumented, *args) -> int:
+def count_executed(instrumented: jax.stages.Compiled, *args: Any) -> int:
     """Forward passes actually run by one call of an :func:`instrument`-ed function: loop
     iterations count one by one, an untaken ``lax.cond`` branch does not count."""
     jax.effects_barrier()
@@ -203,7 +208,7 @@ def count_executed(instrumented, *args) -> int:
     return _COUNTER["executed"] - before
 
 
-def gumbel_argmax(uniforms, logits, temperature) -> jax.Array:
+def gumbel_argmax(uniforms: ArrayLike, logits: ArrayLike, temperature: ArrayLike) -> jax.Array:
     """Tokens drawn from ``softmax(logits / temperature)`` with the Gumbel-max trick on given
     uniforms (same shape as ``logits``); ``temperature == 0`` takes the argmax."""
     t = jnp.asarray(temperature, jnp.float32)
@@ -213,7 +218,8 @@ def gumbel_argmax(uniforms, logits, temperature) -> jax.Array:
     return jnp.argmax(scored, -1).astype(jnp.int32)
 
 
-def sample(key: jax.Array, graphdef, params, classes, law: D.LawConfig, temperature=1.0,
+def sample(key: jax.Array, graphdef: nnx.GraphDef, params: nnx.State, classes: jax.Array,
+           law: D.LawConfig, temperature: ArrayLike = 1.0,
            upto: int | None = None) -> jax.Array:
     """Generate pyramids scale by scale: for ``k = 0 .. upto - 1`` one forward pass on the
     scales filled so far, then the tokens of scale ``k`` drawn in parallel. Returns the flat

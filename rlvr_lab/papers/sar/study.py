@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -80,7 +81,7 @@ class StudyConfig:
         table = T.arms(self.csfl_weight, self.rollout_temperature)
         return [table[a] for a in self.arms]
 
-    def replace(self, **changes) -> "StudyConfig":
+    def replace(self, **changes: Any) -> "StudyConfig":
         return dataclasses.replace(self, **changes)
 
 
@@ -114,7 +115,8 @@ def _train_rows(info: T.StepInfo, arm: str, t0: int) -> list[dict]:
              "grad_norm": gn[s, i]} for s in range(loss.shape[0]) for i in range(loss.shape[1])]
 
 
-def run_study(key: jax.Array, num_seeds: int, config: StudyConfig, progress=None) -> Study:
+def run_study(key: jax.Array, num_seeds: int, config: StudyConfig,
+              progress: Callable[[Iterable, str], Iterable] | None = None) -> Study:
     """Pre-train ``num_seeds`` models (one per seed), then train every arm from its seed's base
     for ``post_steps``, evaluating after every chunk. ``progress(iterable, desc)`` wraps the
     loops (e.g. ``Context.progress``)."""

@@ -34,14 +34,16 @@ Arms of one seed share the pre-trained model, every batch and every random draw 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.typing import ArrayLike
 
 from rlvr_lab._registry import check_choice, positive_int
 from rlvr_lab.papers.sar import data as D
@@ -126,23 +128,23 @@ class TrainConfig:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise ValueError(f"{name}={v!r} must be a number > 0")
 
-    def replace(self, **changes) -> "TrainConfig":
+    def replace(self, **changes: Any) -> "TrainConfig":
         return dataclasses.replace(self, **changes)
 
 
 # ----------------------------------------------------------------------------- losses
-def token_ce(logits, targets) -> jax.Array:
+def token_ce(logits: ArrayLike, targets: ArrayLike) -> jax.Array:
     """Per-token cross-entropy (nats) of integer ``targets`` under ``logits``: ``[B, T]``."""
     return optax.softmax_cross_entropy_with_integer_labels(logits, targets)
 
 
-def soft_ce(target_logits, logits) -> jax.Array:
+def soft_ce(target_logits: ArrayLike, logits: ArrayLike) -> jax.Array:
     """Per-token ``CE(softmax(target_logits), softmax(logits))``, target gradient stopped."""
     p = jax.nn.softmax(jax.lax.stop_gradient(target_logits), -1)
     return optax.softmax_cross_entropy(logits, p)
 
 
-def per_scale_mean(values, scales) -> jax.Array:
+def per_scale_mean(values: jax.Array, scales: Sequence[int]) -> jax.Array:
     """``[..., T]`` per-token values -> ``[..., S]`` means over each scale's tokens."""
     onehot = jnp.asarray(np.eye(len(scales))[D.block_ids(scales)] / np.asarray(scales)[
         D.block_ids(scales)][:, None])                                  # [T, S]
@@ -165,7 +167,7 @@ class Knobs(NamedTuple):
     sf_norm: jax.Array       # []
 
 
-def knobs(arm: Arm, scales) -> Knobs:
+def knobs(arm: Arm, scales: Iterable[int]) -> Knobs:
     """``arm`` as :class:`Knobs` for a law with token-map sizes ``scales``."""
     blocks = D.block_ids(tuple(scales))
     every = np.ones(blocks.shape, np.float32)
@@ -194,7 +196,8 @@ class StepInfo(NamedTuple):
     grad_norm: jax.Array     # []
 
 
-def make_loss(graphdef, law: D.LawConfig):
+def make_loss(graphdef: nnx.GraphDef, law: D.LawConfig
+              ) -> Callable[..., tuple[jax.Array, StepInfo]]:
     """``loss(params, uniforms, classes, flat, t, knobs) -> (loss, StepInfo)``; ``uniforms``
     ``[S, B, T, levels]`` drive the rollout (``[0]`` for SSR, all but the last for a full
     rollout)."""
@@ -246,7 +249,7 @@ class State(NamedTuple):
     opt_state: optax.OptState
 
 
-def optimizer(lr, clip: float):
+def optimizer(lr: ArrayLike, clip: float) -> optax.GradientTransformation:
     """Adam on the flattened parameter vector (one update op instead of one per array),
     gradients clipped at global norm ``clip``. The state does not depend on ``lr`` (a traced
     value is fine), so pre-training and post-training share one compiled step."""
@@ -254,7 +257,8 @@ def optimizer(lr, clip: float):
                                      optax.scale(-lr)))
 
 
-def make_init(model_cfg: M.ModelConfig, law: D.LawConfig, cfg: TrainConfig):
+def make_init(model_cfg: M.ModelConfig, law: D.LawConfig, cfg: TrainConfig
+              ) -> tuple[nnx.GraphDef, Callable[[jax.Array], State]]:
     """``(graphdef, init)``: jitted ``init(keys [S]) -> State`` (one model and Adam state per
     seed)."""
     graphdef, _ = M.graphdef_and_shapes(model_cfg, law)
@@ -267,7 +271,8 @@ def make_init(model_cfg: M.ModelConfig, law: D.LawConfig, cfg: TrainConfig):
     return graphdef, jax.jit(jax.vmap(one))
 
 
-def make_chunk(graphdef, law_cfg: D.LawConfig, law: D.Law, cfg: TrainConfig, steps: int):
+def make_chunk(graphdef: nnx.GraphDef, law_cfg: D.LawConfig, law: D.Law, cfg: TrainConfig,
+               steps: int) -> Callable[..., tuple[State, StepInfo]]:
     """Jitted ``chunk(state, data_keys [S], t0, knobs, lr) -> (state, StepInfo [S, steps])``:
     ``steps`` steps of the arm given by ``knobs`` from global step ``t0`` for every seed. The
     batch and the rollout draws of global step ``t`` come from ``fold_in(data_key, t)``, so
@@ -299,8 +304,9 @@ def make_chunk(graphdef, law_cfg: D.LawConfig, law: D.Law, cfg: TrainConfig, ste
 
 
 
-def forward_passes(graphdef, params, law_cfg: D.LawConfig, law: D.Law, arm_list,
-                   batch_size: int = 4, key: jax.Array | None = None) -> dict[str, float]:
+def forward_passes(graphdef: nnx.GraphDef, params: nnx.State, law_cfg: D.LawConfig, law: D.Law,
+                   arm_list: Sequence[Arm], batch_size: int = 4,
+                   key: jax.Array | None = None) -> dict[str, float]:
     """Model forward passes per training batch of each arm (``params``: one model), counted
     as they execute: the loss is compiled once with a host callback in every pass and run on
     one batch at an even and at an odd step; the mean of the two. Backward passes are not

@@ -56,16 +56,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
+from jax.typing import ArrayLike
 
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
 from rlvr_lab.train import sequence
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 VANILLA = "vanilla"
 RANDOM_CUT = "random_cut"
@@ -75,7 +80,7 @@ SWEEP = (VANILLA, 1.0, math.exp(0.2), math.exp(0.5), math.exp(1.0), math.exp(2.0
 
 
 # ----------------------------------------------------------------------------- lenience
-def check_lenience(lenience) -> None:
+def check_lenience(lenience: str | float) -> None:
     """ValueError unless ``lenience`` is ``"vanilla"``, ``"random_cut"`` or a number > 0."""
     ok = isinstance(lenience, str) and lenience in (VANILLA, RANDOM_CUT)
     if not isinstance(lenience, (str, bool)) and isinstance(lenience, (int, float, np.number)):
@@ -85,7 +90,7 @@ def check_lenience(lenience) -> None:
                          "or a number > 0 (math.inf for full reuse)")
 
 
-def lenience_params(lenience) -> tuple[float, bool]:
+def lenience_params(lenience: str | float) -> tuple[float, bool]:
     """``(log l, random_cut)`` for :func:`propose`: vanilla is ``l = 0`` (reject at token 0)."""
     check_lenience(lenience)
     if lenience == VANILLA:
@@ -95,7 +100,7 @@ def lenience_params(lenience) -> tuple[float, bool]:
     return math.log(float(lenience)), False
 
 
-def lenience_label(lenience) -> str:
+def lenience_label(lenience: str | float) -> str:
     """Short plot/table label: ``vanilla``, ``random-cut``, ``l=1``, ``e^0.5``, ``inf``."""
     check_lenience(lenience)
     if lenience == VANILLA:
@@ -114,7 +119,8 @@ def lenience_label(lenience) -> str:
 
 
 # ----------------------------------------------------------------------------- acceptance
-def first_rejection(u, new_logp, old_logp, mask, log_lenience):
+def first_rejection(u: ArrayLike, new_logp: ArrayLike, old_logp: ArrayLike, mask: jax.Array,
+                    log_lenience: ArrayLike) -> jax.Array:
     """Cut positions ``[B]``: index of the first rejected token, or the length if none is.
 
     Token ``t`` (``mask`` True) is accepted iff ``u[t] < l * exp(new_logp[t] - old_logp[t])``
@@ -130,7 +136,7 @@ def first_rejection(u, new_logp, old_logp, mask, log_lenience):
     return jnp.where(rejected.any(-1), jnp.argmax(rejected, axis=-1).astype(jnp.int32), length)
 
 
-def random_cut_positions(u_row, mask):
+def random_cut_positions(u_row: ArrayLike, mask: jax.Array) -> jax.Array:
     """The random-cut ablation: ``floor(u * length)`` per row, in ``[0, length - 1]``."""
     length = mask.sum(-1).astype(jnp.int32)
     cut = jnp.floor(u_row * length).astype(jnp.int32)
@@ -155,8 +161,9 @@ class Proposal(NamedTuple):
     entropy: jnp.ndarray    # [R, N] current policy's entropies there
 
 
-def propose(key, policy, prompts, prompt_valid, cached: CachedResponses, log_lenience,
-            random_cut, *, temperature=1.0) -> Proposal:
+def propose(key: jax.Array, policy: transformer.Policy, prompts: ArrayLike,
+            prompt_valid: ArrayLike, cached: CachedResponses, log_lenience: ArrayLike,
+            random_cut: ArrayLike, *, temperature: ArrayLike = 1.0) -> Proposal:
     """Verify the cached responses under ``policy`` (one forward) and choose the cuts.
 
     ``log_lenience`` and ``random_cut`` (bool) may be traced, so one compiled function serves
@@ -174,8 +181,9 @@ def propose(key, policy, prompts, prompt_valid, cached: CachedResponses, log_len
 
 
 # ----------------------------------------------------------------------------- continuation
-def continue_from(key, policy, prompts, prompt_valid, tokens, cut, *, temperature=1.0,
-                  top_p: float = 1.0) -> transformer.Rollout:
+def continue_from(key: jax.Array, policy: transformer.Policy, prompts: ArrayLike,
+                  prompt_valid: ArrayLike, tokens: jax.Array, cut: jax.Array, *,
+                  temperature: ArrayLike = 1.0, top_p: float = 1.0) -> transformer.Rollout:
     """Keep ``tokens[:, :cut]`` and sample the rest of each ``[R, N]`` response from ``policy``.
 
     The kept prefix is forced in :func:`rlvr_lab.models.transformer.sample` (``prefix`` /
@@ -201,8 +209,10 @@ class SpecRollout(NamedTuple):
     full: jnp.ndarray             # [R] fully reused rows
 
 
-def complete(key, policy, prompts, prompt_valid, cached: CachedResponses, proposal: Proposal,
-             *, rows: int | None = None, temperature=1.0, top_p: float = 1.0) -> SpecRollout:
+def complete(key: jax.Array, policy: transformer.Policy, prompts: jax.Array,
+             prompt_valid: jax.Array, cached: CachedResponses, proposal: Proposal, *,
+             rows: int | None = None, temperature: ArrayLike = 1.0,
+             top_p: float = 1.0) -> SpecRollout:
     """Generate from the cut for rows not fully accepted and splice everything together.
 
     ``rows`` (static) compacts the decode batch to that many rows (the rows needing generation
@@ -252,8 +262,9 @@ def rows_bucket(num_need: int, total: int) -> int:
     return quarter if num_need <= quarter else total
 
 
-def speculative_rollout(key, policy, prompts, prompt_valid, cached: CachedResponses, lenience,
-                        *, temperature=1.0, top_p: float = 1.0) -> SpecRollout:
+def speculative_rollout(key: jax.Array, policy: transformer.Policy, prompts: jax.Array,
+                        prompt_valid: jax.Array, cached: CachedResponses, lenience: str | float, *,
+                        temperature: ArrayLike = 1.0, top_p: float = 1.0) -> SpecRollout:
     """One speculative rollout of ``[R]`` rows (host convenience around :func:`propose` and
     :func:`complete`; it reads the number of rows to regenerate to size the decode batch)."""
     log_l, rnd = lenience_params(lenience)
@@ -284,7 +295,7 @@ def empty_cache(num_prompts: int, num_generations: int, length: int) -> Response
                          jnp.zeros(shape, jnp.float32), jnp.zeros((num_prompts,), bool))
 
 
-def cache_lookup(cache: ResponseCache, idx) -> CachedResponses:
+def cache_lookup(cache: ResponseCache, idx: ArrayLike) -> CachedResponses:
     """Cached responses of prompts ``idx [B]`` as rollout rows ``[B*G, N]`` (rows b*G + g)."""
     g = cache.tokens.shape[1]
     flat = lambda x: x[idx].reshape((-1,) + x.shape[2:])  # noqa: E731
@@ -292,7 +303,8 @@ def cache_lookup(cache: ResponseCache, idx) -> CachedResponses:
                            jnp.repeat(cache.filled[idx], g))
 
 
-def cache_store(cache: ResponseCache, idx, tokens, mask, logp) -> ResponseCache:
+def cache_store(cache: ResponseCache, idx: jax.Array, tokens: jax.Array, mask: jax.Array,
+                logp: jax.Array) -> ResponseCache:
     """Write rows ``[B*G, N]`` back for prompts ``idx [B]``."""
     b = idx.shape[0]
     shaped = lambda x: x.reshape((b, -1) + x.shape[1:])  # noqa: E731
@@ -418,7 +430,9 @@ class SpecDriver:
             jax.block_until_ready(fn(*args))
             self._seen.add(name)
 
-    def rollout(self, keys, state, idx, cache, lenience, epoch: int):
+    def rollout(self, keys: jax.Array, state: sequence.TrainState, idx: jax.Array,
+                cache: ResponseCache, lenience: str | float, epoch: int
+                ) -> tuple[SpecRollout, tuple[float, float]]:
         """One rollout phase for prompts ``idx [B]`` -> ``(SpecRollout, (wall s, cpu s))``.
 
         The CPU seconds (this process, all threads) are less disturbed than wall time by other
@@ -451,14 +465,15 @@ class SpecDriver:
             out = jax.block_until_ready(self._finish(*fargs))
         return out, clock.totals
 
-    def base_pass1(self, key, num_seeds: int):
+    def base_pass1(self, key: jax.Array, num_seeds: int) -> tuple[np.ndarray, np.ndarray]:
         """``(held-out, training-prompt)`` pass@1 ``[S]`` of the SFT base, with the same
         evaluation keys as the final evaluation of :meth:`train`."""
         state = self.trainer.init_state(num_seeds)
         return (self.trainer.evaluate(key, state, self.config.steps)[:, 0],
                 self.train_pass1(key, state))
 
-    def train(self, key, lenience, num_seeds: int = 1, *, verbose: bool = False) -> SpecRun:
+    def train(self, key: jax.Array, lenience: str | float, num_seeds: int = 1, *,
+              verbose: bool = False) -> SpecRun:
         """GRPO with speculative rollouts; same ``key`` -> same numbers for every lenience up
         to the first revisit (epoch 1 is identical across a sweep: common random numbers)."""
         check_lenience(lenience)
@@ -505,7 +520,7 @@ class SpecDriver:
         return SpecRun(state, {k: np.stack(v) for k, v in history.items()}, heldout,
                        self.train_pass1(key, state), time.perf_counter() - start)
 
-    def train_pass1(self, key, state) -> np.ndarray:
+    def train_pass1(self, key: jax.Array, state: sequence.TrainState) -> np.ndarray:
         """pass@1 ``[S]`` of fresh samples (about ``eval_samples * eval_problems / K`` per prompt)
         on the training prompts:
         the in-distribution quality (the per-step ``pass1`` of a run with reuse scores the
@@ -520,14 +535,14 @@ class SpecDriver:
             reps, k, -1))[1].mean() for row in tokens])
 
 
-def run(config: SpecRLConfig, key, num_seeds: int = 1, *, driver: SpecDriver | None = None,
-        verbose: bool = False) -> SpecRun:
+def run(config: SpecRLConfig, key: jax.Array, num_seeds: int = 1, *,
+        driver: SpecDriver | None = None, verbose: bool = False) -> SpecRun:
     """Train ``num_seeds`` seeds with ``config.lenience`` (see :meth:`SpecDriver.train`)."""
     return (driver or SpecDriver(config)).train(key, config.lenience, num_seeds,
                                                 verbose=verbose)
 
 
-def run_frame(run: SpecRun, lenience) -> pd.DataFrame:
+def run_frame(run: SpecRun, lenience: str | float) -> pd.DataFrame:
     """Per (seed, step) rows of a run; ``heldout_pass1`` / ``train_pass1_final`` (final policy,
     fresh samples) are filled on the final step only."""
     frames = []
@@ -548,7 +563,8 @@ def run_frame(run: SpecRun, lenience) -> pd.DataFrame:
     return out
 
 
-def run_sweep(config: SpecRLConfig, key, lenience_values=SWEEP, num_seeds: int = 2, *,
+def run_sweep(config: SpecRLConfig, key: jax.Array, lenience_values: Sequence[str | float] = SWEEP,
+              num_seeds: int = 2, *,
               driver: SpecDriver | None = None, verbose: bool = False) -> pd.DataFrame:
     """Train every lenience in ``lenience_values`` from the same base, prompt set and key.
 
@@ -595,7 +611,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def figure(df: pd.DataFrame):
+def figure(df: pd.DataFrame) -> Figure:
     """Generated tokens per step for each lenience; token reduction and quality vs lenience."""
     from rlvr_lab import plotting
 

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rlvr_lab.papers.systems.engine import DEFAULT_ENGINE, DONE, Engine, EngineConfig
 from rlvr_lab.papers.systems.lengths import LogNormal, as_rng
+
+if TYPE_CHECKING:
+    import jax
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class Latency:
                              f"max_s={self.max_s!r}) is not allowed; use 0 <= median <= max, "
                              "sigma >= 0")
 
-    def sample(self, rng, n):
+    def sample(self, rng: int | np.random.Generator | jax.Array, n: int) -> np.ndarray:
         rng = as_rng(rng)
         return np.minimum(self.median_s * np.exp(self.sigma * rng.standard_normal(n)),
                           self.max_s)
@@ -64,7 +68,7 @@ class AgentWorkload:
             raise ValueError(f"min_turns={self.min_turns!r}, max_turns={self.max_turns!r} not "
                              "allowed; use 1 <= min_turns <= max_turns")
 
-    def turns(self, rng, n):
+    def turns(self, rng: int | np.random.Generator | jax.Array, n: int) -> np.ndarray:
         return as_rng(rng).integers(self.min_turns, self.max_turns + 1, size=n)
 
 
@@ -86,7 +90,8 @@ class _Episodes:
         return self.wl.obs_tokens * (turn + 1) + int(actions[:turn].sum())
 
 
-def run_agents(seed, workload: AgentWorkload = AgentWorkload(),
+def run_agents(seed: int | np.random.Generator | jax.Array,
+               workload: AgentWorkload = AgentWorkload(),
                engine: EngineConfig = DEFAULT_ENGINE, *, n_workers: int = 1,
                n_episodes: int = 256,
                mode: str = "async") -> dict:
@@ -155,7 +160,7 @@ def run_agents(seed, workload: AgentWorkload = AgentWorkload(),
             "tokens": int(eng.tokens_generated)}
 
 
-def speedup(seed, workload: AgentWorkload = AgentWorkload(),
+def speedup(seed: int | np.random.Generator | jax.Array, workload: AgentWorkload = AgentWorkload(),
             engine: EngineConfig = DEFAULT_ENGINE, *, n_workers: int = 1,
             n_episodes: int = 256) -> float:
     """Async over naive episodes per second, same episodes and concurrency."""

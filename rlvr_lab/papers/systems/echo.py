@@ -34,7 +34,9 @@ memory bandwidth, concurrency cap from KV memory left after the weights of a ~4B
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,7 +49,10 @@ from rlvr_lab.papers.systems.engine import (
 )
 
 from rlvr_lab.papers.systems.lengths import as_rng
-from rlvr_lab.papers.systems.policies import Workload, run_async
+from rlvr_lab.papers.systems.policies import Run, Workload, run_async
+
+if TYPE_CHECKING:
+    import jax
 
 ENGINE_4B, TRAINER_4B = ENGINE_PRESETS["4b"], TRAINER_PRESETS["4b"]
 
@@ -117,8 +122,9 @@ def pipelined_broadcast_sim(n_workers: int, model_bytes: float, bandwidth: float
 
 
 # ----------------------------------------------------------------------------- capacity
-def measure_worker(seed, worker: WorkerType, workload: Workload,
-                   engine: EngineConfig = ENGINE_4B, *, horizon_requests: int = 2000):
+def measure_worker(seed: int | np.random.Generator | jax.Array, worker: WorkerType,
+                   workload: Workload, engine: EngineConfig = ENGINE_4B, *,
+                   horizon_requests: int = 2000) -> tuple[float, float]:
     """Saturated decode throughput theta (tok/s) and group latency L (s) of one worker.
 
     Closed loop: a worker kept full (every finished request is replaced at once); theta is
@@ -150,8 +156,9 @@ def measure_worker(seed, worker: WorkerType, workload: Workload,
     return float(theta), latency
 
 
-def predict_step_time(theta_total, t_train, batch_tokens, dissemination, group_latency,
-                      staleness_bound):
+def predict_step_time(theta_total: float, t_train: float, batch_tokens: float,
+                      dissemination: float, group_latency: float,
+                      staleness_bound: int) -> float:
     """The capacity model's steady-state learner step time (module docstring)."""
     if theta_total <= 0:
         return math.inf
@@ -159,8 +166,9 @@ def predict_step_time(theta_total, t_train, batch_tokens, dissemination, group_l
                (t_train + dissemination + group_latency) / (staleness_bound + 1))
 
 
-def predict_utilisation(theta_total, t_train, batch_tokens, dissemination, group_latency,
-                        staleness_bound):
+def predict_utilisation(theta_total: float, t_train: float, batch_tokens: float,
+                        dissemination: float, group_latency: float,
+                        staleness_bound: int) -> float:
     """Predicted learner utilisation ``T / T_step`` (1 = always busy)."""
     return t_train / predict_step_time(theta_total, t_train, batch_tokens, dissemination,
                                        group_latency, staleness_bound)
@@ -192,8 +200,9 @@ def learner_step_time(workload: Workload, trainer: TrainerConfig, learner_gpus: 
 
 def provision(pool: list[WorkerType], measured: dict, workload: Workload,
               trainer: TrainerConfig, learner_gpus: int, network: Network,
-              staleness_bound: int, *, order: str = "cost", target: float = 0.95, seed=0,
-              model: str = "refined"):
+              staleness_bound: int, *, order: str = "cost", target: float = 0.95,
+              seed: int | np.random.Generator | jax.Array = 0,
+              model: str = "refined") -> tuple[list[WorkerType], float]:
     """Activate workers from ``pool`` one by one until the predicted utilisation >= target.
 
     ``order``: "cost" (cheapest price per unit throughput first — the provisioning rule),
@@ -228,7 +237,9 @@ def provision(pool: list[WorkerType], measured: dict, workload: Workload,
     return active, util
 
 
-def predict_for(active, measured, t_train, batch_tokens, network, trainer, staleness_bound):
+def predict_for(active: Sequence[WorkerType], measured: Mapping[str, tuple[float, float]],
+                t_train: float, batch_tokens: float, network: Network, trainer: TrainerConfig,
+                staleness_bound: int) -> float:
     """Bound model (the ECHO-2 paper): utilisation of a set of active workers from worst-case D."""
     theta = sum(measured[w.name][0] for w in active)
     d = float(network.delays(len(active)).max()) + trainer.weight_sync_s if active else 0.0
@@ -237,8 +248,11 @@ def predict_for(active, measured, t_train, batch_tokens, network, trainer, stale
     return predict_utilisation(theta, t_train, batch_tokens, d, lat, staleness_bound)
 
 
-def predict_for_refined(active, measured, workload: Workload, t_train, network, trainer,
-                        staleness_bound, *, seed=0, n_mc: int = 4000):
+def predict_for_refined(active: Sequence[WorkerType],
+                        measured: Mapping[str, tuple[float, float]], workload: Workload,
+                        t_train: float, network: Network, trainer: TrainerConfig,
+                        staleness_bound: int, *, seed: int | np.random.Generator | jax.Array = 0,
+                        n_mc: int = 4000) -> tuple[float, float, float]:
     """Refined capacity model [ours]: only groups fresh enough at consumption count.
 
     A group starts at a uniform phase of the version clock on worker i (chosen in proportion
@@ -288,11 +302,12 @@ def predict_for_refined(active, measured, workload: Workload, t_train, network, 
     return t_train / hi, hi, kept(hi)
 
 
-def simulate(seed, active: list[WorkerType], workload: Workload, *,
+def simulate(seed: int | np.random.Generator | jax.Array, active: list[WorkerType],
+             workload: Workload, *,
              engine: EngineConfig = ENGINE_4B, trainer: TrainerConfig = TRAINER_4B,
              learner_gpus: int = 4, learner_price_per_hour: float = 2.49,
              network: Network = Network(), staleness_bound: int = 4, steps: int = 12,
-             warmup: int | None = None):
+             warmup: int | None = None) -> Run:
     """Run the remote-worker system; returns ``policies.Run`` with ECHO-2 extras in summary()."""
     n = len(active)
     if n == 0:

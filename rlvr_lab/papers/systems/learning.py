@@ -21,10 +21,13 @@ optimizer, exact metrics) is the bandit trainer's (``rlvr_lab.train.bandit``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import ArrayLike
 
 from rlvr_lab import losses
 from rlvr_lab.envs import prompt_bank
@@ -54,7 +57,7 @@ class StaleConfig:
                              f"{self.base.beta!r}, {self.base.advantage!r}")
 
 
-def staleness_distribution(counts, max_staleness: int) -> np.ndarray:
+def staleness_distribution(counts: npt.ArrayLike, max_staleness: int) -> np.ndarray:
     """Normalise staleness counts to ``[H+1]`` probabilities; staler samples count as H."""
     counts = np.asarray(counts, np.float64)
     if counts.ndim != 1 or counts.size == 0 or counts.sum() <= 0 or np.any(counts < 0):
@@ -67,7 +70,7 @@ def staleness_distribution(counts, max_staleness: int) -> np.ndarray:
     return out / out.sum()
 
 
-def make_train(config: StaleConfig):
+def make_train(config: StaleConfig) -> Callable[..., tuple[jax.Array, dict[str, jax.Array]]]:
     """``train(key, stale_probs, decoupled=None) -> (logits, metrics)``.
 
     ``stale_probs [H+1]`` is dynamic; so is ``decoupled`` (a bool scalar choosing the loss,
@@ -147,8 +150,9 @@ def _compiled(config: StaleConfig):
     return jax.jit(jax.vmap(make_train(config), in_axes=(0, 0, 0)))
 
 
-def train_grid(config: StaleConfig, key, num_seeds: int, stale_probs,
-               corrections=CORRECTIONS):
+def train_grid(config: StaleConfig, key: jax.Array, num_seeds: int, stale_probs: ArrayLike,
+               corrections: Sequence[str] = CORRECTIONS
+               ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Train every (correction, distribution, seed): ``stale_probs [D, H+1]`` -> metrics
     ``[C, D, S, T]`` (``config.correction`` is ignored; ``corrections`` lists the losses).
 

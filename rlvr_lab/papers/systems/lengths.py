@@ -17,11 +17,15 @@ Samplers take a ``numpy.random.Generator`` (the simulator is NumPy; see ``engine
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import jax
 
-def as_rng(seed) -> np.random.Generator:
+
+def as_rng(seed: int | np.random.Generator | jax.Array) -> np.random.Generator:
     """A NumPy generator from an int seed, a typed ``jax.random.key``, or a generator."""
     if isinstance(seed, np.random.Generator):
         return seed
@@ -56,7 +60,7 @@ class LogNormal:
         if not self.sigma >= 0:
             raise ValueError(f"sigma={self.sigma!r} is not allowed; use a value >= 0")
 
-    def sample(self, rng, n: int) -> np.ndarray:
+    def sample(self, rng: int | np.random.Generator | jax.Array, n: int) -> np.ndarray:
         rng = as_rng(rng)
         x = np.exp(np.log(self.median) + self.sigma * rng.standard_normal(n))
         return np.clip(np.rint(x), 1, self.l_max).astype(np.int64)
@@ -84,7 +88,7 @@ class HeavyTailMix:
         if not 0 < self.tail_lo <= 1:
             raise ValueError(f"tail_lo={self.tail_lo!r} is not allowed; use 0 < tail_lo <= 1")
 
-    def sample(self, rng, n: int) -> np.ndarray:
+    def sample(self, rng: int | np.random.Generator | jax.Array, n: int) -> np.ndarray:
         rng = as_rng(rng)
         body = LogNormal(self.median, self.sigma, self.l_max).sample(rng, n)
         tail = rng.integers(int(np.ceil(self.tail_lo * self.l_max)), self.l_max + 1, size=n)
@@ -111,7 +115,7 @@ class Empirical:
     def l_max(self) -> int:
         return max(self.lengths)
 
-    def sample(self, rng, n: int) -> np.ndarray:
+    def sample(self, rng: int | np.random.Generator | jax.Array, n: int) -> np.ndarray:
         rng = as_rng(rng)
         return np.asarray(self.lengths, dtype=np.int64)[rng.integers(0, len(self.lengths), n)]
 
@@ -124,7 +128,7 @@ def constant(length: int) -> Empirical:
     return Empirical((int(length),))
 
 
-def tail_ratio(law, n: int = 100_000) -> float:
+def tail_ratio(law: LogNormal | HeavyTailMix | Empirical, n: int = 100_000) -> float:
     """max/mean of ``n`` draws: how long the slowest response of a batch is vs the average."""
     x = law.sample(np.random.default_rng(7), n)
     return float(x.max() / x.mean())

@@ -61,6 +61,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
 
 from rlvr_lab import losses
 from rlvr_lab.models import transformer
@@ -118,7 +119,7 @@ def new_group(problem: int, group_size: int, max_new_tokens: int) -> Group:
                  np.zeros(group_size, np.int64), np.zeros(group_size, bool))
 
 
-def plan_round(finish, n_target: int):
+def plan_round(finish: npt.ArrayLike, n_target: int) -> tuple[np.ndarray, int]:
     """Which groups complete first: ``(batch, t_stop)`` for group finish times ``finish [R]``.
 
     ``t_stop`` is the N-th smallest finish time (the round's decode steps); ``batch`` the first
@@ -132,7 +133,8 @@ def plan_round(finish, n_target: int):
     return np.sort(order[:n_target]), int(finish[order[n_target - 1]])
 
 
-def advance(group: Group, tokens, logp, entropy, length, t_stop: int, version: int) -> Group:
+def advance(group: Group, tokens: np.ndarray, logp: npt.ArrayLike, entropy: npt.ArrayLike,
+            length: npt.ArrayLike, t_stop: int, version: int) -> Group:
     """The group after a round: keep the prefix, append at most ``t_stop`` new tokens.
 
     ``tokens/logp/entropy [G, N]`` are the sampler's output with the prefix forced (so its
@@ -174,7 +176,9 @@ class Round(NamedTuple):
     logp: np.ndarray
 
 
-def run_round(groups: list, tokens, logp, entropy, mask, n_target: int, version: int):
+def run_round(groups: list, tokens: npt.ArrayLike, logp: npt.ArrayLike, entropy: npt.ArrayLike,
+              mask: npt.ArrayLike, n_target: int,
+              version: int) -> tuple[list[Group], np.ndarray, RoundStats]:
     """Host side of one round for one seed.
 
     ``groups``: the ``R`` running groups in slot order; ``tokens/logp/entropy/mask [R*G, N]``:
@@ -261,7 +265,7 @@ class Driver:
                              f"{config.groups_per_round} problems per round; the pool has "
                              f"{self.n_pool}")
 
-    def init(self, num_seeds: int):
+    def init(self, num_seeds: int) -> tuple[sequence.TrainState, list[list[Group]]]:
         """``(TrainState, buffers)`` at step 0: the SFT base and empty FIFO buffers."""
         return self.trainer.init_state(num_seeds), [[] for _ in range(num_seeds)]
 
@@ -276,7 +280,8 @@ class Driver:
                  for p in np.asarray(cand)[:n_run - len(ready)]]
         return ready + fresh, waiting
 
-    def rollout(self, key, policy, buffers: list, step: int) -> list:
+    def rollout(self, key: jax.Array, policy: transformer.Policy, buffers: list,
+                step: int) -> list:
         """The APRIL round of every seed (no update): a :class:`Round` per seed.
 
         ``key`` is the step's rollout key (``fold_in(step_key, 0)`` per seed, ``[S]``).
@@ -304,7 +309,8 @@ class Driver:
             rounds.append(Round(list(run), after, batch, buffer, st, tokens[s], logp[s]))
         return rounds
 
-    def train_step(self, key, state, buffers: list, step: int):
+    def train_step(self, key: jax.Array, state: sequence.TrainState, buffers: list, step: int
+                   ) -> tuple[sequence.TrainState, list[list[Group]], dict[str, np.ndarray]]:
         """One APRIL round + one update for every seed -> ``(state, buffers, metrics)``."""
         cfg = self.config.rl
         tr = self.trainer
@@ -348,12 +354,12 @@ class Driver:
         metrics["buffer_groups"] = np.array([len(b) for b in buffers], float)
         return state, buffers, metrics
 
-    def evaluate(self, key, state, step: int):
+    def evaluate(self, key: jax.Array, state: sequence.TrainState, step: int) -> np.ndarray:
         """Held-out pass@k ``[S, eval_samples]`` (:meth:`sequence.Trainer.evaluate`)."""
         return self.trainer.evaluate(key, state, step)
 
 
-def run(config: PartialConfig, key, num_seeds: int = 1, *, driver: Driver | None = None,
+def run(config: PartialConfig, key: jax.Array, num_seeds: int = 1, *, driver: Driver | None = None,
         stop_after: int | None = None, verbose: bool = False) -> sequence.Run:
     """Train ``num_seeds`` seeds with APRIL partial rollouts for ``config.rl.steps`` steps.
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from rlvr_lab.papers.systems.engine import (
@@ -29,6 +31,9 @@ from rlvr_lab.papers.systems.engine import (
     TrainerConfig,
 )
 from rlvr_lab.papers.systems.lengths import HeavyTailMix, as_rng
+
+if TYPE_CHECKING:
+    import jax
 
 
 @dataclass(frozen=True)
@@ -141,9 +146,11 @@ def _check_steps(steps):
 
 
 # ----------------------------------------------------------------------------- synchronous
-def run_sync(seed, workload: Workload = Workload(), engine: EngineConfig = DEFAULT_ENGINE,
+def run_sync(seed: int | np.random.Generator | jax.Array, workload: Workload = Workload(),
+             engine: EngineConfig = DEFAULT_ENGINE,
              trainer: TrainerConfig = DEFAULT_TRAINER, *, n_workers: int = 4,
-             train_gpus: int | None = None, steps: int = 8, gpu_price_per_hour: float = 2.5):
+             train_gpus: int | None = None, steps: int = 8,
+             gpu_price_per_hour: float = 2.5) -> Run:
     """Synchronous colocated RL: generate all N*G responses, wait for the longest, train, sync.
 
     The same ``n_workers`` GPUs generate and then train (``train_gpus`` defaults to them).
@@ -153,7 +160,8 @@ def run_sync(seed, workload: Workload = Workload(), engine: EngineConfig = DEFAU
                        gpu_price_per_hour=gpu_price_per_hour)
 
 
-def run_partial(seed, workload: Workload = Workload(), engine: EngineConfig = DEFAULT_ENGINE,
+def run_partial(seed: int | np.random.Generator | jax.Array, workload: Workload = Workload(),
+                engine: EngineConfig = DEFAULT_ENGINE,
                 trainer: TrainerConfig = DEFAULT_TRAINER, *, n_workers: int = 4,
                 train_gpus: int | None = None, steps: int = 8, over_provision: float = 2.0,
                 mode: str = "april", warmup: int | None = None,
@@ -246,13 +254,16 @@ def areal_admits(n_submitted: int, version: int, batch: int, eta: int | None) ->
     return eta is None or n_submitted // batch <= version + eta
 
 
-def run_async(seed, workload: Workload = Workload(), engine: EngineConfig = DEFAULT_ENGINE,
+def run_async(seed: int | np.random.Generator | jax.Array, workload: Workload = Workload(),
+              engine: EngineConfig = DEFAULT_ENGINE,
               trainer: TrainerConfig = DEFAULT_TRAINER, *, n_workers: int = 4,
               train_gpus: int = 4, steps: int = 12, eta: int | None = 4,
-              interrupt: bool = True, speed=None, slots=None, delays=None,
+              interrupt: bool = True, speed: npt.ArrayLike | None = None,
+              slots: npt.ArrayLike | None = None, delays: npt.ArrayLike | None = None,
               max_staleness: int | None = None,
               warmup: int | None = None, gpu_price_per_hour: float = 2.5,
-              worker_price_per_hour=None, trainer_price_per_hour: float | None = None) -> Run:
+              worker_price_per_hour: npt.ArrayLike | None = None,
+              trainer_price_per_hour: float | None = None) -> Run:
     """Fully asynchronous RL: ``n_workers`` generate continuously, ``train_gpus`` train.
 
     Groups are admitted while there is room in the engine (in-flight + queued <= W*K) and

@@ -29,11 +29,14 @@ arms and seeds run in one compiled, vmapped step; held-out evaluation at tempera
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+from jax.typing import ArrayLike
 
 from rlvr_lab import losses
 from rlvr_lab.models import transformer
@@ -43,19 +46,19 @@ from rlvr_lab.train import core, sequence
 
 
 # ----------------------------------------------------------------------------- the ring
-def ring_init(params, size: int):
+def ring_init(params: Any, size: int) -> Any:
     """A ring of ``size`` (= H + 1 >= 1) slots, every slot holding ``params`` (version 0)."""
     if int(size) < 1:
         raise ValueError(f"size={size!r} must be >= 1 (H + 1 slots for staleness up to H)")
     return jax.tree.map(lambda x: jnp.broadcast_to(x, (int(size),) + jnp.shape(x)), params)
 
 
-def ring_push(ring, params, version):
+def ring_push(ring: Any, params: Any, version: ArrayLike) -> Any:
     """Store ``params`` as ``version`` (slot ``version mod size``)."""
     return jax.tree.map(lambda r, x: r.at[version % r.shape[0]].set(x), ring, params)
 
 
-def ring_get(ring, version, staleness):
+def ring_get(ring: Any, version: ArrayLike, staleness: ArrayLike) -> Any:
     """Version ``max(version - staleness, 0)``; valid while ``staleness < size`` (older
     versions have been overwritten)."""
     v = jnp.maximum(jnp.asarray(version) - jnp.asarray(staleness), 0)
@@ -75,8 +78,10 @@ class StaleState(NamedTuple):
     step: jnp.ndarray
 
 
-def stale_update(key, policy, behav_policy, opt_state, batch: sequence.RolloutBatch, rewards,
-                 decoupled, rl: sequence.SequenceRLConfig):
+def stale_update(key: jax.Array, policy: transformer.Policy, behav_policy: transformer.Policy,
+                 opt_state: optax.OptState, batch: sequence.RolloutBatch, rewards: ArrayLike,
+                 decoupled: ArrayLike, rl: sequence.SequenceRLConfig
+                 ) -> tuple[transformer.Policy, optax.OptState, dict[str, jax.Array]]:
     """One update on a batch sampled by ``behav_policy`` (``batch.behav_logp`` its log-probs):
     ``rl``'s estimator, epochs x minibatches, naive or decoupled PPO (``decoupled`` may be
     traced). Returns ``(policy, opt_state, metrics)``."""
@@ -150,8 +155,9 @@ class StaleDriver:
                    version_lag=jnp.minimum(state.step, arm.staleness).astype(jnp.float32))
         return StaleState(policy, opt_state, ring, state.step + 1), out
 
-    def run(self, key, arms, num_seeds: int, steps: int, *, eval_every: int,
-            final_calls: int = 1, progress=None):
+    def run(self, key: jax.Array, arms: Sequence[StaleArm], num_seeds: int, steps: int, *,
+            eval_every: int, final_calls: int = 1,
+            progress: Callable[[range], Iterable[int]] | None = None) -> small.Result:
         """Train the ``arms`` (:class:`StaleArm`) for ``steps`` steps; a
         :class:`rlvr_lab.papers.cures.small.Result`-like record (``history``, ``pass1()``)."""
         for a in arms:
