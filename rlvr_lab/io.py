@@ -81,7 +81,7 @@ def xla_cache_dir() -> Path | None:
     """Where compiled XLA programs persist across processes: ``$RLVR_LAB_XLA_CACHE`` (``0`` or
     ``off`` disables it), else ``<cache_dir()>/xla``."""
     env = os.environ.get("RLVR_LAB_XLA_CACHE")
-    if env is not None and env.strip().lower() in ("0", "off", "false", "no", ""):
+    if env is not None and env.strip().lower() in _FALSE:
         return None
     return Path(env) if env else cache_dir() / "xla"
 
