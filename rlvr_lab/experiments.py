@@ -196,6 +196,7 @@ class Experiment:
     default_seeds: int = 16
     quick_seeds: int = 4
     setting: str = ""  # fills the claims' empty ``setting``
+    sft_bases: tuple[str, ...] = ()  # names in ``sft.PRESETS`` of the SFT bases it trains from
 
     @property
     def module_file(self) -> str:
@@ -224,11 +225,13 @@ _F = TypeVar("_F", bound="Callable[[Context], list[Claim]]")
 
 def experiment(name: str, *, paper: str, claims: Iterable[str], default_seeds: int = 16,
                quick_seeds: int = 4, description: str = "",
-               setting: str = "") -> Callable[[_F], _F]:
+               setting: str = "", sft_bases: Iterable[str] = ()) -> Callable[[_F], _F]:
     """Decorator registering ``fn(ctx) -> list[Claim]`` as an experiment.
 
     ``setting`` (one of ``SETTINGS``) is where its claims are tested; it fills each returned
-    claim's empty ``setting`` (a claim may still set its own).
+    claim's empty ``setting`` (a claim may still set its own). ``sft_bases``: the
+    ``sft.PRESETS`` names of the SFT bases it loads (``reproduce`` trains missing ones first,
+    in parallel, instead of letting its workers queue on one base's lock).
     """
     if setting and setting not in SETTINGS:
         raise ValueError(f"experiment {name!r}: setting={setting!r} is not allowed; choose one "
@@ -238,7 +241,8 @@ def experiment(name: str, *, paper: str, claims: Iterable[str], default_seeds: i
         doc = description or (inspect.getdoc(fn) or "").split("\n\n")[0]
         _EXPERIMENTS.register(name, Experiment(
             name=name, paper=paper, claims=tuple(claims), fn=fn, description=doc,
-            default_seeds=default_seeds, quick_seeds=quick_seeds, setting=setting))
+            default_seeds=default_seeds, quick_seeds=quick_seeds, setting=setting,
+            sft_bases=tuple(sft_bases)))
         return fn
 
     return deco
@@ -651,6 +655,35 @@ def _run_in_worker(name: str, quick: bool, out: str, force: bool) -> Result:
     return run(name, quick=quick, out_dir=out, force=force, catch=True)
 
 
+def _train_base(preset: str) -> str:
+    """A worker process's task: train (and cache) the SFT base ``sft.PRESETS[preset]``."""
+    from rlvr_lab.train import sft
+    sft.load_or_train(sft.PRESETS[preset], verbose=False)
+    return preset
+
+
+def missing_bases(names_: Iterable[str], quick: bool, out: Path, force: bool) -> list[str]:
+    """The ``sft_bases`` of the experiments among ``names_`` that will run (``force`` or no
+    stored result for their config hash) whose checkpoints are not cached yet, in first-use
+    order."""
+    from rlvr_lab.train import sft
+    todo: list[str] = []
+    for name in names_:
+        exp = get(name)
+        unknown = [b for b in exp.sft_bases if b not in sft.PRESETS]
+        if unknown:
+            raise ValueError(f"experiment {name!r}: sft_bases={unknown!r} are not allowed; "
+                             f"choose from {', '.join(map(repr, sft.PRESETS))}")
+        seeds = exp.quick_seeds if quick else exp.default_seeds
+        will_run = force or _load_result(_result_path(out, name),
+                                         config_hash(exp, quick=quick, seeds=seeds),
+                                         out) is None
+        for base in exp.sft_bases if will_run else ():
+            if base not in todo and not sft.checkpoint_path(sft.PRESETS[base]).exists():
+                todo.append(base)
+    return todo
+
+
 def _failed_claims(exp: Experiment, reason: str) -> list[Claim]:
     """Every declared claim of ``exp`` as failed, with ``reason``."""
     return [Claim(id=c, paper=exp.paper, statement="experiment failed", paper_value="",
@@ -667,8 +700,10 @@ def _failed(name: str, error: str) -> Result:
 def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: bool,
                   bar) -> list[Result]:
     """Run experiments in ``jobs`` fresh processes, the longest (by their last recorded time)
-    first so the workers finish together. Each experiment's numbers do not depend on where it
-    runs (its own keys, its own process)."""
+    first so the workers finish together. Missing SFT bases are trained first, one per worker
+    (otherwise the first experiments would all wait on the first base's lock while one core
+    trains it). Each experiment's numbers do not depend on where it runs (its own keys, its
+    own process; a base is the same deterministic checkpoint whoever trains it)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -677,7 +712,12 @@ def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: b
     order = sorted(names_, key=lambda n: -(last.get(n, {}).get(mode, {}).get("seconds")
                                            or float("inf")))
     done: dict[str, Result] = {}
+    bases = missing_bases(order, quick, out, force)
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        # queued first: the pool starts tasks in submission order; a failure here resurfaces
+        # (with its traceback) in the experiments that load the base
+        for preset in bases:
+            pool.submit(_train_base, preset)
         futures = {pool.submit(_run_in_worker, n, quick, str(out), force): n for n in order}
         for fut in as_completed(futures):
             name = futures[fut]

@@ -202,7 +202,7 @@ def frames(runs: dict, setting: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return hist, ev
 
 
-@experiment("systems_april_prefix", paper=PAPER, setting="small model",
+@experiment("systems_april_prefix", sft_bases=("search",), paper=PAPER, setting="small model",
             claims=("april_prefix_off_policy_tokens", "april_prefix_accuracy_vs_sync",
                     "april_prefix_treatments_equal"), default_seeds=8, quick_seeds=4)
 def run(ctx):

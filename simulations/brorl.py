@@ -967,7 +967,7 @@ def small_figure(res: dict, mass: pd.DataFrame):
     return fig
 
 
-@experiment("brorl_small", paper=PAPER,
+@experiment("brorl_small", sft_bases=("quick",), paper=PAPER,
             claims=("small_phase1_plateau", "small_large_n_improves_beyond_plateau",
                     "small_large_n_beats_n8_equal_rollouts",
                     "small_large_n_beats_n8_equal_wall_time",

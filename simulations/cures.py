@@ -600,8 +600,8 @@ def cures_small_figure(res, names, budget_per_step: int, target: float):
     return fig
 
 
-@experiment("cures_small", paper=PAPER_CURES, setting="small model", default_seeds=8,
-            quick_seeds=4,
+@experiment("cures_small", sft_bases=("quick",), paper=PAPER_CURES, setting="small model",
+            default_seeds=8, quick_seeds=4,
             claims=("cures_small_final_accuracy", "cures_small_rollouts_to_target",
                     "cures_small_posterior_finds_informative"))
 def run_cures_small(ctx):

@@ -754,7 +754,7 @@ def _not_evaluated(id_, statement, paper_value, why):
                  setting="small model", paper_ref=REF, reason=f"not evaluated: {why}")
 
 
-@experiment("dars_small", paper=PAPER, claims=(
+@experiment("dars_small", sft_bases=("quick",), paper=PAPER, claims=(
     "small_dars_passk_equal_budget", "small_dars_passk_equal_steps",
     "small_naive_n32_early_not_final", "small_dars_no_extra_cost_at_convergence",
     "small_dars_hw_passk_equal_budget", "small_breadth_raises_pass1_equal_rollouts",

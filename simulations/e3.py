@@ -161,7 +161,8 @@ def e3_small_figure(res, names, ks, passk):
     return fig
 
 
-@experiment("e3_small", paper=PAPER_E3, setting="small model", default_seeds=8, quick_seeds=4,
+@experiment("e3_small", sft_bases=("quick",), paper=PAPER_E3, setting="small model",
+            default_seeds=8, quick_seeds=4,
             claims=("e3_small_pass1_vs_grpo", "e3_small_passk_vs_base", "e3_small_passk_vs_grpo",
                     "e3_small_length_penalty", "raising_nmax_fewer_all_incorrect"))
 def run_e3_small(ctx):

@@ -465,7 +465,7 @@ def block_claims(table: pd.DataFrame) -> list:
     return out
 
 
-@experiment("fp8", paper=PAPER,
+@experiment("fp8", sft_bases=("quick",), paper=PAPER,
             claims=("uncorrected_degrades_e4m3", "uncorrected_degrades", "tis_recovers",
                     "mis_recovers", "mismatch_grows_with_block_e4m3",
                     "mismatch_grows_with_block_coarse", "act_mismatch_grows_with_block"),

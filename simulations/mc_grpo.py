@@ -829,7 +829,7 @@ def comparison_claims(final: dict, control, *, setting: str, prefix: str, gate: 
     return stats.gate(claims, control) if gate else claims
 
 
-@experiment("mc_grpo_small", paper=PAPER,
+@experiment("mc_grpo_small", sft_bases=("quick",), paper=PAPER,
             claims=("small_mc_improves_g2", "small_g2_matches_g8_within_1pct",
                     "small_gap_closure", "small_beats_compute_matched",
                     "small_median_lowers_flips"),

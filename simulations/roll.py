@@ -230,7 +230,7 @@ def figure(table: pd.DataFrame, rounds: dict, sim: pd.DataFrame, batch_size: int
 
 
 # ----------------------------------------------------------------------------- experiment
-@experiment("roll", paper=PAPER,
+@experiment("roll", sft_bases=("search",), paper=PAPER,
             claims=("roll_abort_saves_tokens", "roll_token_accounting_exact",
                     "roll_device_mappings_identical", "roll_colocation_crossover"),
             default_seeds=8, quick_seeds=4)

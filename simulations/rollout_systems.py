@@ -718,7 +718,7 @@ def stale_figure(res, names):
     return fig
 
 
-@experiment("systems_staleness_small", paper="AReaL", setting="small model",
+@experiment("systems_staleness_small", sft_bases=("quick",), paper="AReaL", setting="small model",
             claims=("areal_small_decoupled_stable", "areal_small_naive_degrades",
                     "echo_small_staleness_stability"), default_seeds=8, quick_seeds=4)
 def run_staleness_small(ctx: Context):

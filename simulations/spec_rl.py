@@ -87,7 +87,7 @@ def paired(summary, label: str, metric: str = "heldout_pass1"):
     return per_seed(summary, label, metric) - per_seed(summary, "vanilla", metric)
 
 
-@experiment("spec_rl", paper=PAPER, setting="small model",
+@experiment("spec_rl", sft_bases=("quick",), paper=PAPER, setting="small model",
             claims=("token_reduction_e05", "tokens_monotone_in_lenience", "rollout_speedup_e05",
                     "quality_e05_not_worse", "full_reuse_degrades", "quality_inverted_u"),
             default_seeds=8, quick_seeds=4)

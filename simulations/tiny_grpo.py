@@ -120,7 +120,7 @@ def plot(run: sequence.Run, config: sequence.SequenceRLConfig):
     return fig
 
 
-@experiment("tiny_grpo", paper=PAPER, setting="small model",
+@experiment("tiny_grpo", sft_bases=("quick",), paper=PAPER, setting="small model",
             claims=("rl_raises_pass1", "rl_never_below_base", "pass_at_large_k"),
             default_seeds=8, quick_seeds=4)
 def tiny_grpo(ctx):

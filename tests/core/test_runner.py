@@ -119,3 +119,52 @@ def test_claims_markdown_has_one_section_per_paper_with_counts(tmp_path):
     md = experiments.claims_markdown(experiments.claims_frame(results), quick=True)
     assert "## RunnerPaperA" in md and "## RunnerPaperB" in md
     assert "How to read" in md and "Source tags" in md and md.count("1 pass, 0 fail") == 2
+
+
+@experiment("_test_runner_base", paper="RunnerPaperC", claims=("ok_c",), quick_seeds=1,
+            sft_bases=("search", "quick", "search"))
+def _runner_base(ctx):
+    return [claim("ok_c", "three is three", 3.0, True, "measured == 3")]
+
+
+@experiment("_test_runner_bad_base", paper="RunnerPaperD", claims=("ok_d",), quick_seeds=1,
+            sft_bases=("nope",))
+def _runner_bad_base(ctx):
+    return [claim("ok_d", "four is four", 4.0, True, "measured == 4")]
+
+
+def test_missing_bases_lists_uncached_bases_of_experiments_that_will_run(tmp_path,
+                                                                       monkeypatch):
+    from rlvr_lab.train import sft
+    monkeypatch.setenv("RLVR_LAB_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    names = ["_test_runner_b", "_test_runner_base"]
+    assert experiments.missing_bases(names, True, out, False) == ["search", "quick"]
+    # a stored result for the same hash: the experiment will not run, nothing to train
+    experiments.run("_test_runner_base", quick=True, out_dir=out)
+    assert experiments.missing_bases(names, True, out, False) == []
+    assert experiments.missing_bases(names, True, out, True) == ["search", "quick"]
+    # a cached checkpoint is not trained again
+    path = sft.checkpoint_path(sft.PRESETS["search"])
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    assert experiments.missing_bases(names, True, out, True) == ["quick"]
+
+
+def test_unknown_sft_base_is_a_one_line_error(tmp_path):
+    with pytest.raises(ValueError, match=r"sft_bases=\['nope'\] are not allowed; choose from"):
+        experiments.missing_bases(["_test_runner_bad_base"], True, tmp_path, True)
+
+
+def test_small_model_experiments_declare_their_sft_base():
+    from rlvr_lab.train import sft
+    experiments.load_all()
+    for name, exp in experiments.registry().items():
+        if name.startswith("_"):    # this suite's own fakes
+            continue
+        assert all(b in sft.PRESETS for b in exp.sft_bases), name
+    # every small-model study trains from an SFT base, except the throughput benchmark
+    # (a randomly initialised transformer)
+    bare = {n for n, e in experiments.registry().items()
+            if e.setting == "small model" and not e.sft_bases and not n.startswith("_")}
+    assert bare == {"brorl_throughput"}
