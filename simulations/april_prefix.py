@@ -55,10 +55,10 @@ MARGIN = 0.05   # equivalence / non-inferiority margin, absolute held-out pass@1
 
 def rl_config(quick: bool) -> sequence.SequenceRLConfig:
     """``tiny_grpo``'s GRPO settings on the search task, with the mismatch metrics on
-    (quick: 15 steps of N=16 groups; full: 40 steps of N=32)."""
+    (quick: 10 steps of N=16 groups; full: 40 steps of N=32)."""
     base = tiny_grpo.rl_config(quick, base=sft.PRESETS["search"])
     if quick:
-        return dataclasses.replace(base, steps=15, num_prompts=16, eval_every=5,
+        return dataclasses.replace(base, steps=10, num_prompts=16, eval_every=5,
                                    eval_problems=64, eval_samples=4, track_mismatch=True)
     return dataclasses.replace(base, steps=40, eval_every=10, eval_problems=128,
                                eval_samples=8, track_mismatch=True)

@@ -874,10 +874,10 @@ PLATEAU_MARGIN = 0.03      # phase 1 has plateaued: last-segment change within +
 
 
 def small_phase1(quick: bool):
-    """``tiny_grpo``'s recipe at N=8 (quick: B=16, 40 steps; full: B=32, 100 steps)."""
+    """``tiny_grpo``'s recipe at N=8 (quick: B=16, 24 steps; full: B=32, 100 steps)."""
     rl = tiny_grpo.rl_config(quick)
     if quick:
-        return dataclasses.replace(rl, num_prompts=16, steps=40, eval_every=8, eval_problems=64,
+        return dataclasses.replace(rl, num_prompts=16, steps=24, eval_every=8, eval_problems=64,
                                    eval_samples=4)
     return dataclasses.replace(rl, steps=100, eval_every=10, eval_problems=128, eval_samples=8)
 

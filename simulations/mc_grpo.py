@@ -23,7 +23,7 @@ Experiments:
   MC-GRPO as the authors' code runs it (G+1, median, mad scale, pivot dropped, each group's
   non-zero advantages x (G+1)/#non-zero: ``mc_grpo_rescaled``) and the authors'
   compute-matched baseline (G+1, mean/std over all, smallest-|reward| rollout dropped:
-  ``grpo_drop_min_abs``); quick: G=2 and GRPO G=8 (B=16, 20 steps, 4 seeds); full: G in
+  ``grpo_drop_min_abs``); quick: G=2 and GRPO G=8 (B=16, 14 steps, 4 seeds); full: G in
   {2, 4, 8} plus MC-GRPO std/mad without the rescale at G=2 (B=32, 60 steps, 8 seeds).
   Claims (gated on GRPO G=8's held-out gain over the SFT base): ``small_mc_improves_g2``,
   ``small_g2_matches_g8_within_1pct`` (TOST, margin 0.01), ``small_gap_closure``
@@ -663,10 +663,10 @@ SMALL_METHODS = {   # name -> (extra rollouts, estimator, options); G = rollouts
 
 def small_base(quick: bool):
     """``tiny_grpo``'s GRPO recipe with the authors' options, on the partial-credit reward
-    (quick: B=16, 20 steps; full: B=32, 60 steps, to a plateau), 128 held-out problems."""
+    (quick: B=16, 14 steps; full: B=32, 60 steps, to a plateau), 128 held-out problems."""
     rl = tiny_grpo.rl_config(quick)
     if quick:
-        return dataclasses.replace(rl, steps=20, num_prompts=16, eval_every=10,
+        return dataclasses.replace(rl, steps=14, num_prompts=16, eval_every=7,
                                    eval_problems=128, eval_samples=4, **AUTHORS)
     return dataclasses.replace(rl, steps=60, eval_every=10, eval_problems=128, eval_samples=8,
                                **AUTHORS)
