@@ -236,13 +236,20 @@ def experiment(name: str, *, paper: str, claims: Iterable[str], default_seeds: i
     if setting and setting not in SETTINGS:
         raise ValueError(f"experiment {name!r}: setting={setting!r} is not allowed; choose one "
                          f"of {', '.join(map(repr, SETTINGS))}")
+    sft_bases = tuple(sft_bases)
+    if sft_bases:
+        from rlvr_lab.train import sft
+        unknown = [b for b in sft_bases if b not in sft.PRESETS]
+        if unknown:
+            raise ValueError(f"experiment {name!r}: sft_bases={unknown!r} are not allowed; "
+                             f"choose from {', '.join(map(repr, sft.PRESETS))}")
 
     def deco(fn):
         doc = description or (inspect.getdoc(fn) or "").split("\n\n")[0]
         _EXPERIMENTS.register(name, Experiment(
             name=name, paper=paper, claims=tuple(claims), fn=fn, description=doc,
             default_seeds=default_seeds, quick_seeds=quick_seeds, setting=setting,
-            sft_bases=tuple(sft_bases)))
+            sft_bases=sft_bases))
         return fn
 
     return deco
@@ -473,6 +480,18 @@ def _load_result(path: Path, chash: str, out_dir: Path) -> Result | None:
     return result
 
 
+def _stored(exp: Experiment, *, quick: bool, seeds: int | None, out: Path, seed: int = 0,
+            force: bool = False) -> tuple[int, str, Result | None]:
+    """``(seeds, config hash, reusable stored result)`` of one run of ``exp`` into ``out``
+    (``seeds`` None: the experiment's quick or full count); no result (and no read) with
+    ``force``."""
+    if seeds is None:
+        seeds = exp.quick_seeds if quick else exp.default_seeds
+    chash = config_hash(exp, quick=quick, seeds=seeds, seed=seed)
+    cached = None if force else _load_result(_result_path(out, exp.name), chash, out)
+    return seeds, chash, cached
+
+
 def run(name: str, *, quick: bool = False, seeds: int | None = None,
         out_dir: str | Path | None = None, force: bool = False, seed: int = 0,
         catch: bool = False) -> Result:
@@ -482,15 +501,12 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
     With ``catch=True`` an exception is recorded in ``Result.error`` instead of raised.
     """
     exp = get(name)
-    if seeds is None:
-        seeds = exp.quick_seeds if quick else exp.default_seeds
     out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
-    chash = config_hash(exp, quick=quick, seeds=seeds, seed=seed)
+    seeds, chash, cached = _stored(exp, quick=quick, seeds=seeds, out=out, seed=seed,
+                                   force=force)
+    if cached is not None:
+        return cached
     path = _result_path(out, name)
-    if not force:
-        cached = _load_result(path, chash, out)
-        if cached is not None:
-            return cached
     ctx = Context(name=name, quick=quick, seeds=seeds, out_dir=out, seed=seed)
     start = time.perf_counter()
     error = ""
@@ -670,14 +686,7 @@ def missing_bases(names_: Iterable[str], quick: bool, out: Path, force: bool) ->
     todo: list[str] = []
     for name in names_:
         exp = get(name)
-        unknown = [b for b in exp.sft_bases if b not in sft.PRESETS]
-        if unknown:
-            raise ValueError(f"experiment {name!r}: sft_bases={unknown!r} are not allowed; "
-                             f"choose from {', '.join(map(repr, sft.PRESETS))}")
-        seeds = exp.quick_seeds if quick else exp.default_seeds
-        will_run = force or _load_result(_result_path(out, name),
-                                         config_hash(exp, quick=quick, seeds=seeds),
-                                         out) is None
+        will_run = _stored(exp, quick=quick, seeds=None, out=out, force=force)[2] is None
         for base in exp.sft_bases if will_run else ():
             if base not in todo and not sft.checkpoint_path(sft.PRESETS[base]).exists():
                 todo.append(base)
