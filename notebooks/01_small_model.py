@@ -99,7 +99,7 @@ TG.samples_table(base, base_cfg, heldout, jax.random.key(3))
 #
 # `TG.rl_config(quick)` is the experiment's setting: 16 prompts x G=8 rollouts per step,
 # PPO-clip (on-policy: one update per batch), token-mean aggregation, no KL, Adam with a short
-# warm-up. All seeds run at once (`vmap` over a leading seed axis); the verifier runs on the host
+# warm-up. All seeds run in one compiled program (a leading seed axis, mapped seed by seed); the verifier runs on the host
 # between the jitted rollout and update. Held-out problems are evaluated every `eval_every`
 # steps. With $G$ responses $y_i$ to a prompt, advantages $A_i$ (section 1 of the quick start)
 # and per-token ratios $\rho_{i,t} = \pi_\theta(y_{i,t} \mid \cdot)/\pi_{old}(y_{i,t} \mid \cdot)$,

@@ -240,7 +240,7 @@ tdf[tdf.step == tdf.step.max()].groupby(["rule", "metric"]).value.mean().unstack
 # tiny transformer (the SFT base of `tiny_grpo`, whose carry-dropping habit GRPO fixes) with
 # arms that differ only in the stages: prompt choice (uniform or CurES' posterior softmax),
 # rollouts per prompt (G, Neyman, or E3's ranks), temperature (fixed or E3's rule) and E3's
-# length penalty. All arms and seeds run in one compiled, vmapped step; seeds are paired;
+# length penalty. All arms and seeds run in one compiled step (mapped over runs); seeds are paired;
 # every arm spends B·G = 128 rollouts per step; held-out evaluation is at T = 1 for all.
 #
 # **E3's length penalty** (README of the authors' code, not in the paper): on the easiest

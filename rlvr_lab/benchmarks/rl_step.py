@@ -12,8 +12,8 @@ Model FLOPs per step = 2 x params per generated token + 6 x params per trained t
 2048^2 float32 matmul measured in the same run.
 
 - ``rl_step_mfu``: one seed;
-- ``rl_step_mfu_8_seeds``: 8 seeds vmapped in one call, per-seed MFU (FLOPs of 8 steps over the
-  time of the batched step), the price a multi-seed study pays per seed.
+- ``rl_step_mfu_8_seeds``: 8 seeds in one call (``seed_map``), per-seed MFU (FLOPs of 8 steps
+  over the time of the 8-seed step), the price a multi-seed study pays per seed.
 """
 from __future__ import annotations
 

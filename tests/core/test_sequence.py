@@ -264,3 +264,24 @@ def test_four_fake_devices_match_one(base, cache):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "OK 4" in proc.stdout  # the update ran on all 4 devices
+
+
+def test_seed_map_equals_a_loop_over_seeds():
+    """``seed_map`` maps axis-0 arguments and keyword arguments, shares the rest, and gives
+    what calling ``fn`` seed by seed gives; a seed of a many-seed run equals a one-seed run."""
+    def fn(x, w, scale, *, bias):
+        return {"y": jnp.tanh(x @ w) * scale + bias, "n": (x ** 2).sum()}
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(3, 5, 4)), jnp.float32)
+    w = jnp.asarray(rng.normal(size=(4, 2)), jnp.float32)
+    bias = jnp.asarray(rng.normal(size=(3, 2)), jnp.float32)
+    out = jax.jit(sequence.seed_map(fn, in_axes=(0, None)))(x, w, 2.0, bias=bias)
+    for s in range(3):
+        ref = fn(x[s], w, 2.0, bias=bias[s])
+        np.testing.assert_allclose(out["y"][s], ref["y"], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(out["n"][s], ref["n"], rtol=1e-6)
+    one = sequence.seed_map(fn, in_axes=(0, None))(x[1:2], w, 2.0, bias=bias[1:2])
+    np.testing.assert_allclose(one["y"][0], out["y"][1], rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match=r"in_axes=\(1, None\) is not allowed"):
+        sequence.seed_map(fn, in_axes=(1, None))

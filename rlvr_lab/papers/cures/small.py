@@ -3,7 +3,7 @@
 Every arm is ``simulations.tiny_grpo``'s GRPO (PPO-clip 0.2 over two minibatches, token-mean,
 no KL, Adam with warm-up) from the same SFT base on the same prompt pool. Arms differ in four
 stages only, switched by the numbers of an :class:`Arm`, so all arms and seeds run in ONE
-compiled, vmapped step (a compilation per arm would cost more than the training itself):
+compiled step mapped over them (a compilation per arm would cost more than the training itself):
 
 - which prompts: ``B`` distinct pool prompts, uniformly, or from CurES' softmax of
   ``sqrt(p_hat (1 - p_hat)) / t`` with ``p_hat`` the Beta-posterior mean of the rollouts seen so
@@ -190,14 +190,15 @@ class Driver:
         self.eval_prompts = jnp.tile(jnp.asarray(ev.prompts), (n, 1))
         self.eval_valid = jnp.tile(jnp.asarray(ev.prompt_valid), (n, 1))
         self._steps: dict[int, Any] = {}   # total steps (static: E3's annealing) -> jitted
-        self._sample_eval = jax.jit(jax.vmap(self._eval_one, in_axes=(0, 0, None, None)))
+        self._sample_eval = jax.jit(sequence.seed_map(self._eval_one, in_axes=(0, 0, None, None)))
         self._init_opt = jax.jit(jax.vmap(sequence.make_optimizer(rl).init))
 
     def step_fn(self, total_steps: int) -> Callable[..., tuple[ArmState, dict[str, jax.Array]]]:
         """The jitted step of all stacked runs for a run of ``total_steps`` steps."""
         if total_steps not in self._steps:
             one = functools.partial(self._step_one, total_steps=total_steps)
-            self._steps[total_steps] = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None)))
+            stacked = sequence.seed_map(one, in_axes=(0, 0, 0, None, None))
+            self._steps[total_steps] = jax.jit(stacked)
         return self._steps[total_steps]
 
     # -- one arm, one seed

@@ -2,7 +2,7 @@
 
 Each RL step the :class:`Driver` launches ``R = ceil(over_provision * B)`` groups of G
 responses (B = ``num_prompts``), decodes them lock-step in chunks of ``chunk`` decode steps
-(:func:`decode_chunk`, one jitted call per chunk, seeds vmapped, KV cache carried between
+(:func:`decode_chunk`, one jitted call per chunk, seeds mapped, KV cache carried between
 calls), and after every chunk hands the responses that ended in it to the host verifier and to
 one :class:`~rlvr_lab.papers.roll.scheduler.Scheduler` per seed. When a seed's scheduler has
 decided its batch (B informative groups, DAPO's filter), that seed's rows are stopped before
@@ -20,7 +20,7 @@ finish-everything filter's whenever the same groups are chosen, and the token co
 device reports equal :func:`~rlvr_lab.papers.roll.scheduler.schedule` on the full lengths.
 
 A lock-step engine still spends device time on stopped rows of a seed that is not finished
-(vmapped seeds share the loop); token counts are what a continuously batched engine would
+(mapped seeds share the loop); token counts are what a continuously batched engine would
 generate: the non-padding tokens of each response.
 """
 from __future__ import annotations
@@ -156,8 +156,8 @@ def decode_steps(key: jax.Array, policy: transformer.Policy, state: DecodeState,
 
 @functools.partial(jax.jit, static_argnames=("max_new_tokens",))
 def _prefill(policy, prompts, prompt_valid, *, max_new_tokens: int):
-    return jax.vmap(functools.partial(prefill, max_new_tokens=max_new_tokens))(
-        policy, prompts, prompt_valid)
+    return sequence.seed_map(functools.partial(prefill, max_new_tokens=max_new_tokens),
+                             (0, 0, 0))(policy, prompts, prompt_valid)
 
 
 @functools.partial(jax.jit, static_argnames=("top_p",))
@@ -166,7 +166,7 @@ def decode_chunk(keys: jax.Array, policy: transformer.Policy, state: DecodeState
                  temperature: ArrayLike, *, top_p: float = 1.0) -> DecodeState:
     """Steps ``[start, stop)`` for every seed; ``stopped [S]`` seeds are aborted first."""
     state = state._replace(done=state.done | stopped[:, None])
-    return jax.vmap(decode_steps, in_axes=(0, 0, 0, 0, None, None, None, None))(
+    return sequence.seed_map(decode_steps, in_axes=(0, 0, 0, 0, None, None, None, None))(
         keys, policy, state, prompt_valid, start, stop, temperature, top_p)
 
 
@@ -178,7 +178,7 @@ def _candidates(keys, n_pool: int, n_run: int):
                                                 replace=False))(keys)
 
 
-_update = jax.jit(jax.vmap(sequence.update, in_axes=(0, 0, None, 0, 0, None, 0)),
+_update = jax.jit(sequence.seed_map(sequence.update, in_axes=(0, 0, None, 0, 0, None, 0)),
                   static_argnums=5)
 
 

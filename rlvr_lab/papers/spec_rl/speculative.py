@@ -378,9 +378,9 @@ class SpecRun(NamedTuple):
 class SpecDriver:
     """Jitted pieces for one :class:`SpecRLConfig` (any lenience: it is a traced argument).
 
-    Seeds are a leading ``vmap`` axis. Rollout wall time is measured with compilation excluded:
-    a decode-batch shape seen for the first time is compiled (and run once) before the clock
-    starts, as an engine would capture its shapes up front.
+    Seeds are a leading axis (``sequence.seed_map``). Rollout wall time is measured with
+    compilation excluded: a decode-batch shape seen for the first time is compiled (and run
+    once) before the clock starts, as an engine would capture its shapes up front.
     """
 
     def __init__(self, config: SpecRLConfig, trainer: sequence.Trainer | None = None):
@@ -417,9 +417,9 @@ class SpecDriver:
                             cached, prop, rows=rows, temperature=t, top_p=top_p)
 
         seeds = (0, 0, None, None)
-        self._fresh = jax.jit(jax.vmap(fresh, in_axes=seeds))
-        self._verify = jax.jit(jax.vmap(verify, in_axes=seeds + (0, None, None, None)))
-        self._finish = jax.jit(jax.vmap(finish, in_axes=seeds + (0, None, 0, None)),
+        self._fresh = jax.jit(sequence.seed_map(fresh, in_axes=seeds))
+        self._verify = jax.jit(sequence.seed_map(verify, in_axes=seeds + (0, None, None, None)))
+        self._finish = jax.jit(sequence.seed_map(finish, in_axes=seeds + (0, None, 0, None)),
                                static_argnums=7)
         self._store = jax.jit(jax.vmap(cache_store, in_axes=(0, None, 0, 0, 0)))
         self._seen: set = set()

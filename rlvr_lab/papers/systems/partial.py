@@ -28,7 +28,7 @@ that no rollout is discarded); a completed response of an unfinished group stays
 ``over_provision=1`` runs exactly ``N`` groups, all of which must finish: plain synchronous
 GRPO, and the same numbers as :func:`sequence.run`.
 
-Bookkeeping (host-side NumPy; the sampler and the update are jitted and vmapped over seeds).
+Bookkeeping (host-side NumPy; the sampler and the update are jitted and mapped over seeds).
 Every kept token stores its token id, the log-prob and entropy *as generated* and the policy
 version (training step) that generated it. A trained token is *stale* when its version is
 older than the current one; ``RolloutBatch.stale`` flags it and its ``behav_logp`` is the old
@@ -227,10 +227,11 @@ def _sample(keys, policy, pool_prompts, pool_valid, rows, prefix, prefix_len, te
                                   pool_valid[rows], max_new_tokens=max_new_tokens,
                                   temperature=temperature, top_p=top_p, prefix=prefix,
                                   prefix_len=prefix_len)
-    return jax.vmap(one)(keys, policy, rows, prefix, prefix_len)
+    return sequence.seed_map(one, (0, 0, 0, 0, 0))(keys, policy, rows, prefix, prefix_len)
 
 
-_update = jax.jit(jax.vmap(sequence.update, in_axes=(0, 0, None, 0, 0, None)), static_argnums=5)
+_update = jax.jit(sequence.seed_map(sequence.update, (0, 0, None, 0, 0, None)),
+                  static_argnums=5)
 _mismatch = jax.jit(jax.vmap(losses.mismatch_metrics))
 
 # what a shared sequence.Trainer must agree on (data, sampling, evaluation); the rest of the

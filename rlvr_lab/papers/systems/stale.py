@@ -23,8 +23,8 @@ start), ``pi_behav`` = version ``k - S``.
   with ``w = pi_prox / pi_behav`` (no gradient).
 
 With ``S = 0`` both are the same PPO. Arms are numbers (``staleness``, ``decoupled``), so all
-arms and seeds run in one compiled, vmapped step; held-out evaluation at temperature 1 uses
-:class:`rlvr_lab.papers.cures.small.Driver`'s evaluator.
+arms and seeds run in one compiled step (mapped over runs); held-out evaluation at
+temperature 1 uses :class:`rlvr_lab.papers.cures.small.Driver`'s evaluator.
 """
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ class StaleDriver:
                              "around the proximal policy binds")
         self.rl, self.size, self.evaluator = rl, int(max_staleness) + 1, evaluator
         self.trainer = evaluator.trainer
-        self._step = jax.jit(jax.vmap(self._step_one, in_axes=(0, 0, 0, None, None)))
+        self._step = jax.jit(sequence.seed_map(self._step_one, in_axes=(0, 0, 0, None, None)))
         self._init_opt = jax.jit(jax.vmap(sequence.make_optimizer(rl).init))
 
     def _step_one(self, key, state: StaleState, arm: StaleArm, pool_prompts, pool_valid):
