@@ -324,13 +324,13 @@ def train_treatments(key, num_seeds: int, *, quick: bool = True, config=None, ch
 def _share_compiled(trainer, qcfg, built: dict) -> None:
     """Reuse jitted pieces of earlier treatments' trainers where they compute the same thing.
 
-    Compilation dominates these short runs (each ``Trainer`` jits its own rollout, update and
-    evaluation). The treatments share one RL config apart from ``rollout_correction`` (an
-    update-only setting), so evaluation (float32 sampling) is the same for all, and the
-    rollout the same for the same quantisation; the update takes the config as a static
-    argument, so one jitted update serves all (recompiling only for a new correction).
+    Compilation dominates these short runs (each ``Trainer`` jits its own rollout and
+    evaluation; the update is :func:`sequence.mapped_update`, shared by every trainer, which
+    recompiles only for a new ``rollout_correction``). The treatments share one RL config
+    apart from that update-only setting, so evaluation (float32 sampling) is the same for all,
+    and the rollout the same for the same quantisation.
     """
-    for attr, tag in (("_eval", None), ("_rollout", qcfg), ("_update", None)):
+    for attr, tag in (("_eval", None), ("_rollout", qcfg)):
         if not hasattr(trainer, attr):  # the Trainer changed: just compile again
             continue
         donor = built.setdefault((attr, tag), getattr(trainer, attr))

@@ -369,6 +369,12 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
     return state.replace(policy=policy, opt_state=opt_state), out
 
 
+# every seed of a run through :func:`update` in one jitted call: ``(keys [S], state [S], ref,
+# batch [S], rewards [S], config, group_mask=[S] or None)``. Module level, so that trainers and
+# drivers with the same config and shapes share one compiled program.
+mapped_update = jax.jit(seed_map(update, in_axes=(0, 0, None, 0, 0, None)), static_argnums=5)
+
+
 # ----------------------------------------------------------------------------- the runner
 class Run(NamedTuple):
     """A finished (or stopped) run: final states (leading seed axis) and metric tables."""
@@ -451,8 +457,7 @@ class Trainer:
         # data enter as arguments (not closure constants, which XLA would constant-fold)
         self._rollout = jax.jit(seed_map(rollout_one, in_axes=(0, 0, None, None)))
         # group_mask (a stage's valid rollouts) goes by keyword: mapped over seeds (axis 0)
-        self._update = jax.jit(seed_map(update, in_axes=(0, 0, None, 0, 0, None)),
-                               static_argnums=5)
+        self._update = mapped_update
         # a rollout stage other than uniform: sampling, host verification (callback) and the
         # stage's own logic in one jitted, seed-mapped call
         self.stage = (None if cfg.rollout == "uniform"

@@ -178,10 +178,6 @@ def _candidates(keys, n_pool: int, n_run: int):
                                                 replace=False))(keys)
 
 
-_update = jax.jit(sequence.seed_map(sequence.update, in_axes=(0, 0, None, 0, 0, None, 0)),
-                  static_argnums=5)
-
-
 # ----------------------------------------------------------------------------- driver
 class Round(NamedTuple):
     """One seed's rollout step: the scheduler, the batch and every response (``[R, G, N]``)."""
@@ -347,8 +343,9 @@ class Driver:
         step_keys = self.trainer.step_keys(key, step, n_seeds)
         batch, rewards, group_mask, correct = self.batch_arrays(rounds)
         upd = jax.vmap(lambda k: jax.random.fold_in(k, 1))(step_keys)
-        state, metrics = _update(upd, state, self.trainer.base_policy, batch,
-                                 jnp.asarray(rewards), self.config.rl, jnp.asarray(group_mask))
+        state, metrics = sequence.mapped_update(upd, state, self.trainer.base_policy, batch,
+                                                jnp.asarray(rewards), self.config.rl,
+                                                group_mask=jnp.asarray(group_mask))
         metrics = {k: np.asarray(v) for k, v in metrics.items()}
         metrics["pass1"] = correct.sum((1, 2)) / np.maximum(group_mask.sum((1, 2)), 1)
         for name in rounds[0].counts:

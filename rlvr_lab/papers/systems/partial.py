@@ -230,8 +230,6 @@ def _sample(keys, policy, pool_prompts, pool_valid, rows, prefix, prefix_len, te
     return sequence.seed_map(one, (0, 0, 0, 0, 0))(keys, policy, rows, prefix, prefix_len)
 
 
-_update = jax.jit(sequence.seed_map(sequence.update, (0, 0, None, 0, 0, None)),
-                  static_argnums=5)
 _mismatch = jax.jit(jax.vmap(losses.mismatch_metrics))
 
 # what a shared sequence.Trainer must agree on (data, sampling, evaluation); the rest of the
@@ -336,8 +334,8 @@ class Driver:
             stale=jnp.asarray(stack("stale")))
         rewards, correct = tr.verify(idx, rollout.tokens)
         upd_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(step_keys)
-        state, metrics = _update(upd_keys, state, tr.base_policy, rollout, jnp.asarray(rewards),
-                                 cfg)
+        state, metrics = sequence.mapped_update(upd_keys, state, tr.base_policy, rollout,
+                                                jnp.asarray(rewards), cfg)
         metrics = {k: np.asarray(v) for k, v in metrics.items()}
         metrics["pass1"] = correct.mean(axis=(1, 2))
         metrics[f"pass_at_{g}"] = correct.any(axis=2).mean(axis=1)
