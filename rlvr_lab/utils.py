@@ -39,6 +39,21 @@ def enable_x64() -> AbstractContextManager[Any]:
     return legacy()
 
 
+# XLA:CPU's backend optimisation level 0: about 40% less compile time. For programs whose
+# compile time exceeds their run time (the bank's training loops over [K, V] tables, a few
+# seconds to compile and well under one to run in quick mode); measured on grpo_family and
+# mc_grpo_training: the same claim values, quick 41.8 -> 31.2 s, full 30.8 -> 35.6 and
+# 46.8 -> 41.0 s. Not for the transformer: its run time grows ~1.5x there.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+
+
+def jit_fast_compile(fn: Callable[..., _R], **jit_kwargs: Any) -> Callable[..., _R]:
+    """``jax.jit(fn, **jit_kwargs)`` compiled with :data:`FAST_COMPILE` on a CPU backend
+    (other backends keep their default: the option is a CPU trade-off)."""
+    options = FAST_COMPILE if jax.default_backend() == "cpu" else None
+    return jax.jit(fn, compiler_options=options, **jit_kwargs)
+
+
 def is_traced(*values: Any) -> bool:
     """Whether any of ``values`` is a JAX tracer (inside jit, vmap, grad, scan ...)."""
     return any(isinstance(v, jax.core.Tracer) for v in values)

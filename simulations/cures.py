@@ -185,13 +185,14 @@ def sampling_analysis(quick: bool, banks=tuple(BANKS)) -> tuple[pd.DataFrame, pd
     steps = 150 if quick else 300
     batch, lr = k // 4, 0.5
     curves, rows, per_prompt = [], [], {}
+    rules = sampling_rules(batch)   # the same objects for every bank: compiled once per rule
     for bank_name in banks:
         bank = pb.make_bank(bank_config(bank_name, k))
         mom = th.bank_gradient_moments(bank.logits0, bank.correct)
         m = mom.grad_sq + mom.sigma_sq / GROUP
         per_prompt[bank_name] = mom
         results = {}
-        for rule, fn in sampling_rules(batch).items():
+        for rule, fn in rules.items():
             curve = np.asarray(th.mean_field_descent(bank.logits0, bank.correct, fn, lr=lr,
                                                      batch_size=batch, num_steps=steps))
             results[rule] = curve
@@ -199,7 +200,7 @@ def sampling_analysis(quick: bool, banks=tuple(BANKS)) -> tuple[pd.DataFrame, pd
                                         "step": np.arange(steps + 1), "accuracy": curve}))
         uni = results["uniform"]
         target = float(uni[0] + 0.5 * (uni[-1] - uni[0]))
-        for rule, fn in sampling_rules(batch).items():
+        for rule, fn in rules.items():
             q = fn(mom.p, mom.grad_sq)
             rows.append({
                 "bank": bank_name, "rule": rule, "target": target,

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rlvr_lab import plotting
+from rlvr_lab.utils import jit_fast_compile
 from rlvr_lab.experiments import claim, experiment
 from simulations.cures import GROUP, PAPER_E3, bank_config
 
@@ -25,7 +26,7 @@ def temperature_runs(quick: bool, key, num_seeds: int):
     out = []
     rules = ("fixed", "e3")
     # both rules in one compilation: the rule is a traced flag, seeds vmapped inside
-    train = jax.jit(jax.vmap(jax.vmap(make_temperature_train(cfg), in_axes=(0, None))))
+    train = jit_fast_compile(jax.vmap(jax.vmap(make_temperature_train(cfg), in_axes=(0, None))))
     keys = jax.vmap(lambda j: jax.random.split(jax.random.fold_in(key, j), num_seeds))(
         jnp.arange(len(rules)))
     _, metrics = train(keys, jnp.asarray([r == "e3" for r in rules]))

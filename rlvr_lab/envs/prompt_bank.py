@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from rlvr_lab._registry import check_choice, positive_int
-from rlvr_lab.utils import check_number
+from rlvr_lab.utils import check_number, jit_fast_compile
 
 REWARDS = ("binary", "format", "levels")
 
@@ -86,6 +86,10 @@ def make_bank(config: PromptBankConfig = PromptBankConfig(),
               key: jax.Array | None = None) -> PromptBank:
     """Build the bank from ``config.seed`` (or an explicit typed ``key``)."""
     key = jax.random.key(config.seed) if key is None else key
+    return _build_bank(config, key)
+
+
+def _build(config: PromptBankConfig, key: jax.Array) -> PromptBank:
     k_logit, k_p0, k_fmt, k_lvl = jax.random.split(key, 4)
     K, V, C = config.num_prompts, config.vocab_size, config.num_correct
     logits = config.logit_scale * jax.random.normal(k_logit, (K, V))
@@ -95,6 +99,11 @@ def make_bank(config: PromptBankConfig = PromptBankConfig(),
     logits = set_success_probability(logits, correct, p0)
     reward_table = _reward_table(config, correct, k_fmt, k_lvl)
     return PromptBank(logits, reward_table, correct, success_probability(logits, correct))
+
+
+# one compiled program per config (run eagerly, its ~20 ops compiled one by one, ~1 s each
+# time a trainer or study builds a bank of a new size)
+_build_bank = jit_fast_compile(_build, static_argnums=0)
 
 
 def _reward_table(config, correct, k_fmt, k_lvl):

@@ -30,6 +30,7 @@ import pandas as pd
 from jax.typing import ArrayLike
 
 from rlvr_lab import losses, metrics
+from rlvr_lab.utils import jit_fast_compile
 from rlvr_lab._registry import positive_int
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
@@ -268,7 +269,7 @@ def train_seeds(config: BanditConfig, key: jax.Array, num_seeds: int,
 @functools.lru_cache(maxsize=64)
 def _vmapped_train(config: BanditConfig):
     """One compiled ``jit(vmap(train))`` per config, reused across calls."""
-    return jax.jit(jax.vmap(make_train(config), in_axes=(0, None)))
+    return jit_fast_compile(jax.vmap(make_train(config), in_axes=(0, None)))
 
 
 def metrics_frame(metrics: dict, **labels: Any) -> pd.DataFrame:

@@ -30,6 +30,7 @@ rule to measure steps to a target accuracy.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -39,6 +40,7 @@ import numpy.typing as npt
 from jax.typing import ArrayLike
 
 from rlvr_lab.papers.cures.allocation import rollout_gradient_variance
+from rlvr_lab.utils import jit_fast_compile
 
 
 class GradientMoments(NamedTuple):
@@ -178,15 +180,21 @@ def is_efficiency(q: ArrayLike, m: ArrayLike) -> jax.Array:
 def mean_field_descent(logits: ArrayLike, correct: ArrayLike, rule: Callable, *, lr: float,
                        batch_size: int, num_steps: int) -> jax.Array:
     """Expected dynamics ``z_i += lr B q_i grad p_i`` with ``q = rule(p, grad_sq)`` recomputed
-    every step from the exact ``p``. Returns the mean accuracy ``[num_steps + 1]``."""
+    every step from the exact ``p``. Returns the mean accuracy ``[num_steps + 1]``.
+    One compilation per (rule, settings, shapes): pass the same ``rule`` object to reuse it."""
+    return _mean_field_descent(jnp.asarray(logits), jnp.asarray(correct), rule, lr, batch_size,
+                               num_steps)
 
+
+@functools.partial(jit_fast_compile, static_argnums=(2, 3, 4, 5))
+def _mean_field_descent(logits, correct, rule, lr, batch_size, num_steps):
     def step(z, _):
         grad = exact_success_gradient(z, correct)
         p = jnp.where(correct, jax.nn.softmax(z, -1), 0.0).sum(-1)
         q = rule(p, (grad * grad).sum(-1))
         return z + lr * batch_size * q[:, None] * grad, p.mean()
 
-    z, acc = jax.lax.scan(step, jnp.asarray(logits), None, length=num_steps)
+    z, acc = jax.lax.scan(step, logits, None, length=num_steps)
     p_end = jnp.where(correct, jax.nn.softmax(z, -1), 0.0).sum(-1).mean()
     return jnp.concatenate([acc, p_end[None]])
 

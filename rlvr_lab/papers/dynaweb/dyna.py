@@ -43,6 +43,7 @@ import optax
 from jax.typing import ArrayLike
 
 from rlvr_lab import advantages, losses
+from rlvr_lab.utils import jit_fast_compile
 from rlvr_lab.envs import toy_web
 from rlvr_lab.papers.dynaweb import world_model as wm
 from rlvr_lab.papers.dynaweb.config import Arm, DynaConfig
@@ -260,4 +261,4 @@ def make_run_arms(config: DynaConfig) -> Callable[[jax.Array, Arm], tuple[Metric
     ``vmap`` over keys, arms by ``vmap`` over the stacked ``Arm`` (paired: one key per seed
     for every arm), all in one ``jit``."""
     train = make_train(config)
-    return jax.jit(jax.vmap(jax.vmap(train, in_axes=(None, 0)), in_axes=(0, None)))
+    return jit_fast_compile(jax.vmap(jax.vmap(train, in_axes=(None, 0)), in_axes=(0, None)))

@@ -35,8 +35,7 @@ from rlvr_lab.papers.sar import data as D
 from rlvr_lab.papers.sar import metrics as X
 from rlvr_lab.papers.sar import model as M
 from rlvr_lab.papers.sar import train as T
-
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
+from rlvr_lab.utils import FAST_COMPILE
 
 
 class Probe(NamedTuple):

@@ -30,6 +30,7 @@ import numpy.typing as npt
 from jax.typing import ArrayLike
 
 from rlvr_lab import losses
+from rlvr_lab.utils import jit_fast_compile
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.models import tabular
 from rlvr_lab.train import config as C
@@ -147,7 +148,7 @@ def make_train(config: StaleConfig) -> Callable[..., tuple[jax.Array, dict[str, 
 def _compiled(config: StaleConfig):
     # one flat vmap over (correction, distribution, seed) cells compiles ~2x faster than
     # three nested vmaps
-    return jax.jit(jax.vmap(make_train(config), in_axes=(0, 0, 0)))
+    return jit_fast_compile(jax.vmap(make_train(config), in_axes=(0, 0, 0)))
 
 
 def train_grid(config: StaleConfig, key: jax.Array, num_seeds: int, stale_probs: ArrayLike,
