@@ -49,9 +49,19 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 def jit_fast_compile(fn: Callable[..., _R], **jit_kwargs: Any) -> Callable[..., _R]:
     """``jax.jit(fn, **jit_kwargs)`` compiled with :data:`FAST_COMPILE` on a CPU backend
-    (other backends keep their default: the option is a CPU trade-off)."""
-    options = FAST_COMPILE if jax.default_backend() == "cpu" else None
-    return jax.jit(fn, compiler_options=options, **jit_kwargs)
+    (other backends keep their default: the option is a CPU trade-off). The backend is read
+    at the first call, not here: modules build these at import, before a program may call
+    ``jax.distributed.initialize`` (which must precede any backend start)."""
+    jitted: list[Callable[..., _R]] = []
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> _R:
+        if not jitted:
+            options = FAST_COMPILE if jax.default_backend() == "cpu" else None
+            jitted.append(jax.jit(fn, compiler_options=options, **jit_kwargs))
+        return jitted[0](*args, **kwargs)
+
+    return call
 
 
 def is_traced(*values: Any) -> bool:

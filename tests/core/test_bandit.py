@@ -34,6 +34,45 @@ def test_bank_initial_success_probability_is_exact():
 
 
 @pytest.mark.parametrize("reward", ["binary", "format", "levels"])
+def test_compiled_bank_equals_the_eager_construction(reward):
+    """make_bank runs as one program compiled at XLA's level 0 (utils.jit_fast_compile); the
+    same ops run one by one give the same bank up to float rounding, and an explicit key is
+    the seed's key."""
+    cfg = PromptBankConfig(num_prompts=16, vocab_size=12, reward=reward, seed=3)
+    bank = prompt_bank.make_bank(cfg)
+    with jax.disable_jit():
+        eager = prompt_bank._build(cfg, jax.random.key(3))
+    for got, want in zip(bank, eager):
+        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64),
+                                   rtol=1e-5, atol=1e-6)
+    again = prompt_bank.make_bank(cfg.__class__(**{**cfg.__dict__, "seed": 0}),
+                                  key=jax.random.key(3))
+    for got, want in zip(bank, again):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_jit_fast_compile_is_jit_with_level_0_on_cpu_only(monkeypatch):
+    from rlvr_lab import utils
+
+    def f(x, n):
+        return jnp.cumsum(jnp.sin(x) * n)
+
+    x = jnp.linspace(0.0, 3.0, 17)
+    fast = utils.jit_fast_compile(f, static_argnums=1)
+    np.testing.assert_allclose(fast(x, 3), jax.jit(f, static_argnums=1)(x, 3), rtol=1e-6)
+    seen = []
+    monkeypatch.setattr(utils.jax, "jit", lambda fn, **kw: seen.append(kw) or fn)
+    on_cpu = utils.jit_fast_compile(f, static_argnums=1)
+    on_gpu = utils.jit_fast_compile(f)
+    assert seen == []      # nothing is built (and no backend started) before the first call
+    on_cpu(x, 2), on_cpu(x, 3)
+    monkeypatch.setattr(utils.jax, "default_backend", lambda: "gpu")
+    on_gpu(x, 1)
+    assert seen == [{"compiler_options": {"xla_backend_optimization_level": 0},
+                     "static_argnums": 1}, {"compiler_options": None}]
+
+
+@pytest.mark.parametrize("reward", ["binary", "format", "levels"])
 def test_reward_tables(reward):
     cfg = PromptBankConfig(num_prompts=16, vocab_size=12, reward=reward, wrong_levels=(0.0, 1.5),
                            correct_reward=2.0 if reward == "levels" else 1.0)
