@@ -295,8 +295,11 @@ for name in ("cures_small", "e3_small"):
         except FileNotFoundError:
             print(f"{name}: no stored quick result; `rlvr-lab run {name} --quick` makes one")
     else:
-        print(experiments.run(name, out_dir=output_dir() / "05_cures_e3").claims_frame()[
-            ["claim", "measured", "verdict", "reason"]].to_string())
+        out = output_dir() / "05_cures_e3"
+        res = experiments.run(name, out_dir=out)
+        plt.close("all")  # its figures are shown from their saved PNGs
+        print(res.claims_frame()[["claim", "measured", "verdict", "reason"]].to_string())
+        experiments.show_figures(res, out)
 plt.close("all")
 
 # %% [markdown]

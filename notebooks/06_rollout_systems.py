@@ -274,9 +274,10 @@ if QUICK:
     except FileNotFoundError:
         print("no stored quick result; `rlvr-lab run systems_staleness_small --quick` makes one")
 else:
-    display(E.run("systems_staleness_small", out_dir=OUT).claims_frame()[
-        ["claim", "measured", "criterion", "verdict", "reason"]])
-    plt.close("all")
+    res = E.run("systems_staleness_small", out_dir=OUT)
+    plt.close("all")  # its figures are shown from their saved PNGs
+    display(res.claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
+    E.show_figures(res, OUT)
 
 # %% [markdown]
 # ## 8. The claims
@@ -288,9 +289,10 @@ else:
 from rlvr_lab import experiments as E
 if not QUICK:
     for name in ["systems_april", "systems_areal", "systems_echo", "systems_webgym", "systems_staleness"]:
-        display(E.run(name, out_dir=OUT).claims_frame()[
-            ["claim", "measured", "criterion", "verdict", "reason"]])
-    plt.close("all")  # the experiments' figures are saved under OUT
+        res = E.run(name, out_dir=OUT)
+        plt.close("all")  # its figures are shown from their saved PNGs
+        display(res.claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
+        E.show_figures(res, OUT)
 
 # %% [markdown]
 # ## 9. APRIL on the small model: what to do with the stale prefix
@@ -361,9 +363,10 @@ AP.summary(runs).groupby("treatment").mean(numeric_only=True)[
 
 # %%
 if not QUICK:
-    display(E.run("systems_april_prefix", out_dir=OUT).claims_frame()[
-        ["claim", "measured", "criterion", "verdict", "reason"]])
-    plt.close("all")
+    res = E.run("systems_april_prefix", out_dir=OUT)
+    plt.close("all")  # its figures are shown from their saved PNGs
+    display(res.claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
+    E.show_figures(res, OUT)
 
 # %% [markdown]
 # ## Exercises

@@ -816,3 +816,20 @@ def load(name: str, *, quick: bool = False, out_dir: str | Path | None = None) -
         raise FileNotFoundError(f"no readable result for {name!r} at {path}; run "
                                 f"`rlvr-lab run {name}{' --quick' if quick else ''}` first")
     return result.claims_frame()
+
+
+def show_figures(result: Result, out_dir: str | Path, width: int = 720) -> list[Path]:
+    """Display in a notebook the PNGs that ``result``'s run saved under ``out_dir`` (an
+    experiment run from a notebook closes its figures; this shows them). Returns their paths;
+    a figure whose file is missing is reported by name instead of raising."""
+    from IPython.display import Image, display
+
+    shown = []
+    for name in result.figures:
+        path = Path(out_dir) / f"{name}.png"
+        if path.exists():
+            display(Image(filename=str(path), width=width))
+            shown.append(path)
+        else:
+            print(f"{result.experiment}: figure {name!r} not found at {path}")
+    return shown

@@ -159,3 +159,20 @@ def test_small_model_experiments_declare_their_sft_base():
     bare = {n for n, e in experiments.registry().items()
             if e.setting == "small model" and not e.sft_bases and not n.startswith("_")}
     assert bare == {"brorl_throughput"}
+
+
+def test_show_figures_displays_the_saved_pngs(tmp_path, monkeypatch, capsys):
+    import IPython.display
+
+    from rlvr_lab.experiments import Result, show_figures
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    (tmp_path / "curve.png").write_bytes(
+        b"\x89PNG\r\n\x1a\n" + bytes.fromhex("0000000d49484452000000010000000108020000009077"
+                                              "53de"))
+    res = Result(experiment="demo", paper="P", claims=[], figures=["curve", "missing"],
+                 tables=[], seconds=0.0, config_hash="")
+    assert show_figures(res, tmp_path) == [tmp_path / "curve.png"]
+    assert len(shown) == 1 and isinstance(shown[0], IPython.display.Image)
+    assert "figure 'missing' not found" in capsys.readouterr().out
