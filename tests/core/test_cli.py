@@ -78,8 +78,12 @@ def test_ctrl_c_exits_130_without_traceback(tmp_path):
     import subprocess
     import sys
 
+    # the child gets the default SIGINT disposition: a test process may have inherited or set
+    # "ignore" (an ignored SIGINT survives exec, and Python then installs no KeyboardInterrupt
+    # handler), which is not what a user's terminal gives the CLI
     proc = subprocess.Popen([sys.executable, "-c", SLEEPER, str(tmp_path / "o")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout.readline().strip() == "started"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
