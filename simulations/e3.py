@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 from rlvr_lab import plotting
-from rlvr_lab.utils import jit_fast_compile
 from rlvr_lab.experiments import claim, experiment
+from rlvr_lab.utils import jit_fast_compile
 from simulations.cures import GROUP, PAPER_E3, bank_config
 
 

@@ -30,7 +30,6 @@ import pandas as pd
 from jax.typing import ArrayLike
 
 from rlvr_lab import losses, metrics
-from rlvr_lab.utils import jit_fast_compile
 from rlvr_lab._registry import positive_int
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
@@ -38,6 +37,7 @@ from rlvr_lab.models import tabular
 from rlvr_lab.train import config as C
 from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
+from rlvr_lab.utils import jit_fast_compile
 
 _OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "lion", "adafactor", "nadam")
 

@@ -43,10 +43,10 @@ import optax
 from jax.typing import ArrayLike
 
 from rlvr_lab import advantages, losses
-from rlvr_lab.utils import jit_fast_compile
 from rlvr_lab.envs import toy_web
 from rlvr_lab.papers.dynaweb import world_model as wm
 from rlvr_lab.papers.dynaweb.config import Arm, DynaConfig
+from rlvr_lab.utils import jit_fast_compile
 
 
 class Trajectory(NamedTuple):

@@ -30,13 +30,13 @@ import numpy.typing as npt
 from jax.typing import ArrayLike
 
 from rlvr_lab import losses
-from rlvr_lab.utils import jit_fast_compile
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.models import tabular
 from rlvr_lab.train import config as C
 from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.bandit import BanditConfig, Hparams, make_optimizer, step_metrics
+from rlvr_lab.utils import jit_fast_compile
 
 CORRECTIONS = ("naive", "decoupled")
 
