@@ -39,26 +39,40 @@ def enable_x64() -> AbstractContextManager[Any]:
     return legacy()
 
 
-# XLA:CPU's backend optimisation level 0: about 40% less compile time. For programs whose
-# compile time exceeds their run time (the bank's training loops over [K, V] tables, a few
-# seconds to compile and well under one to run in quick mode); measured on grpo_family and
-# mc_grpo_training: the same claim values, quick 41.8 -> 31.2 s, full 30.8 -> 35.6 and
-# 46.8 -> 41.0 s. Not for the transformer: its run time grows ~1.5x there.
+# XLA:CPU's backend optimisation level 0: about 40% less compile time, for programs whose
+# compile time exceeds their run time (a bank's [K, V] tables, a few hundred steps of few
+# seeds). Level-0 code runs 3-10x slower than level 1, so a loop with more work compiles at
+# level 1 (:func:`loop_options`). Not for the transformer: its run time grows ~1.5x there.
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
+LOOP_COMPILE = {"xla_backend_optimization_level": 1}
+# Array cells a compiled loop touches (seeds x steps x cells per step) above which level 1
+# wins. Measured on the bank trainer (quick experiments, 22 programs): level 1 costs 0.0-0.4 s
+# more compile and saves 0.03-0.1 s of run at 2e4-1.6e5 cells, 1-4 s at 5e5-2e7 cells
+# (brorl_training: run 3.1 -> 0.28 s, 5.2 -> 0.69 s; bench, 2e7 cells: 2.66 -> 0.32 s).
+LOOP_LEVEL_1_CELLS = 5e5
 
 
-def jit_fast_compile(fn: Callable[..., _R], **jit_kwargs: Any) -> Callable[..., _R]:
-    """``jax.jit(fn, **jit_kwargs)`` compiled with :data:`FAST_COMPILE` on a CPU backend
-    (other backends keep their default: the option is a CPU trade-off). The backend is read
-    at the first call, not here: modules build these at import, before a program may call
-    ``jax.distributed.initialize`` (which must precede any backend start)."""
+def loop_options(cells: float) -> dict[str, int]:
+    """XLA:CPU compile options for a compiled loop touching about ``cells`` array cells in
+    all: :data:`FAST_COMPILE` below :data:`LOOP_LEVEL_1_CELLS`, :data:`LOOP_COMPILE` above."""
+    return FAST_COMPILE if cells < LOOP_LEVEL_1_CELLS else LOOP_COMPILE
+
+
+def jit_fast_compile(fn: Callable[..., _R], options: dict | None = None,
+                     **jit_kwargs: Any) -> Callable[..., _R]:
+    """``jax.jit(fn, **jit_kwargs)`` compiled with ``options`` (default :data:`FAST_COMPILE`)
+    on a CPU backend (other backends keep their default: the options are CPU trade-offs).
+    The backend is read at the first call, not here: modules build these at import, before
+    a program may call ``jax.distributed.initialize`` (which must precede any backend
+    start)."""
+    cpu_options = FAST_COMPILE if options is None else options
     jitted: list[Callable[..., _R]] = []
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> _R:
         if not jitted:
-            options = FAST_COMPILE if jax.default_backend() == "cpu" else None
-            jitted.append(jax.jit(fn, compiler_options=options, **jit_kwargs))
+            chosen = cpu_options if jax.default_backend() == "cpu" else None
+            jitted.append(jax.jit(fn, compiler_options=chosen, **jit_kwargs))
         return jitted[0](*args, **kwargs)
 
     return call

@@ -37,7 +37,7 @@ from rlvr_lab.models import tabular
 from rlvr_lab.train import config as C
 from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
-from rlvr_lab.utils import jit_fast_compile
+from rlvr_lab.utils import jit_fast_compile, loop_options
 
 _OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "lion", "adafactor", "nadam")
 
@@ -262,14 +262,23 @@ def train_seeds(config: BanditConfig, key: jax.Array, num_seeds: int,
     if len(devices) > 1:
         mesh = Mesh(np.array(devices), ("seed",))
         keys = jax.device_put(keys, NamedSharding(mesh, PartitionSpec("seed")))
-    out = _vmapped_train(config)(keys, hparams)
+    level = loop_options(table_cells(config, padded))["xla_backend_optimization_level"]
+    out = _vmapped_train(config, level)(keys, hparams)
     return jax.tree.map(lambda x: x[:num_seeds], out)
 
 
+def table_cells(config: BanditConfig, runs: int) -> int:
+    """Array cells ``runs`` training loops of ``config`` touch: per step the rollout rows of
+    every epoch and the [K, V] tables of the exact metrics (for :func:`utils.loop_options`)."""
+    rows = config.num_prompts * config.num_generations * config.num_iterations
+    return runs * config.steps * (rows + config.bank.num_prompts * config.bank.vocab_size)
+
+
 @functools.lru_cache(maxsize=64)
-def _vmapped_train(config: BanditConfig):
-    """One compiled ``jit(vmap(train))`` per config, reused across calls."""
-    return jit_fast_compile(jax.vmap(make_train(config), in_axes=(0, None)))
+def _vmapped_train(config: BanditConfig, level: int):
+    """One compiled ``jit(vmap(train))`` per config and XLA:CPU level, reused across calls."""
+    return jit_fast_compile(jax.vmap(make_train(config), in_axes=(0, None)),
+                            options={"xla_backend_optimization_level": level})
 
 
 def metrics_frame(metrics: dict, **labels: Any) -> pd.DataFrame:

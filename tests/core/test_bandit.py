@@ -13,6 +13,7 @@ import pytest
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
+from rlvr_lab.train import bandit
 from rlvr_lab.train import rollout
 from rlvr_lab.train.bandit import BanditConfig, Hparams, make_train, metrics_frame, train_seeds
 from rlvr_lab.utils import enable_x64
@@ -70,6 +71,30 @@ def test_jit_fast_compile_is_jit_with_level_0_on_cpu_only(monkeypatch):
     on_gpu(x, 1)
     assert seen == [{"compiler_options": {"xla_backend_optimization_level": 0},
                      "static_argnums": 1}, {"compiler_options": None}]
+
+
+def test_bank_trainer_compiles_small_loops_at_level_0_and_large_ones_at_level_1(monkeypatch):
+    """train_seeds picks the XLA:CPU level from the loop's cells (level-0 code runs 3-10x
+    slower, so only loops whose compile outweighs their run get it); the two programs give
+    the same numbers up to float rounding."""
+    from rlvr_lab import utils
+
+    small = BanditConfig(bank=PromptBankConfig(num_prompts=8, vocab_size=4), steps=3,
+                         num_prompts=4, num_generations=2)
+    cells = bandit.table_cells(small, 2)
+    assert cells == 2 * 3 * (4 * 2 + 8 * 4)
+    assert utils.loop_options(cells) == utils.FAST_COMPILE
+    assert utils.loop_options(utils.LOOP_LEVEL_1_CELLS) == utils.LOOP_COMPILE
+    levels = []
+    real = bandit._vmapped_train
+    monkeypatch.setattr(bandit, "_vmapped_train",
+                        lambda cfg, level: levels.append(level) or real(cfg, level))
+    _, m0 = bandit.train_seeds(small, jax.random.key(1), 2)
+    monkeypatch.setattr(utils, "LOOP_LEVEL_1_CELLS", 1)
+    _, m1 = bandit.train_seeds(small, jax.random.key(1), 2)
+    assert levels == [0, 1]
+    for k in m0:
+        np.testing.assert_allclose(np.asarray(m1[k]), np.asarray(m0[k]), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("reward", ["binary", "format", "levels"])
