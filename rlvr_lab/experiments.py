@@ -16,6 +16,7 @@ so an interrupted ``reproduce`` loses nothing that finished.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import hashlib
 import importlib
@@ -346,22 +347,36 @@ atomic_write_bytes = _io.atomic_write_bytes
 
 
 def _local_module_file(name: str) -> Path | None:
-    """The source file of an ``rlvr_lab``/``simulations`` module (package -> __init__.py)."""
-    root = Path(__file__).resolve().parents[1]
+    """The source file of an ``rlvr_lab``/``simulations`` module (package -> __init__.py),
+    resolved."""
     parts = name.split(".")
     if parts[0] not in ("rlvr_lab", "simulations"):
         return None
-    base = root.joinpath(*parts)
-    if (base / "__init__.py").exists():
-        return base / "__init__.py"
-    if base.with_suffix(".py").exists():
-        return base.with_suffix(".py")
-    return None
+    found = _MODULE_FILES.get(name)
+    if found is None:
+        base = Path(__file__).resolve().parents[1].joinpath(*parts)
+        for candidate in (base / "__init__.py", base.with_suffix(".py")):
+            if candidate.exists():
+                # only hits are remembered: a module created later is still found
+                found = _MODULE_FILES[name] = candidate.resolve()
+                break
+    return found
+
+
+_MODULE_FILES: dict[str, Path] = {}
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
     """``(module name, is the module part of a from-import)`` for each module-level import in
     ``path`` (imports inside functions are lazy plumbing, e.g. the runner's own discovery)."""
+    st = path.stat()
+    return list(_parsed_imports(path, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_imports(path: Path, mtime_ns: int, size: int) -> tuple[tuple[str, bool], ...]:
+    """:func:`_imports` of one version of a file (keyed by its modification time and size:
+    a process running many experiments parses each file once, an edited file again)."""
     import ast
 
     found = []
@@ -375,7 +390,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append((node.module, True))
             found.extend((f"{node.module}.{a.name}", False) for a in node.names)
-    return found
+    return tuple(found)
 
 
 def source_files(module_file: str | Path) -> list[Path]:
@@ -387,13 +402,15 @@ def source_files(module_file: str | Path) -> list[Path]:
     """
     seen: dict[Path, bool] = {}
     todo = [(Path(module_file).resolve(), True)]
-    rollout_file = _local_module_file("rlvr_lab.train.rollout").resolve()
+    rollout_file = _local_module_file("rlvr_lab.train.rollout")
+    registering_added = False
     while todo:
-        if rollout_file in seen and rollout_file not in todo:
+        if rollout_file in seen and not registering_added:
             # stages are registered by name by the paper packages rlvr_lab imports
             from rlvr_lab.papers import REGISTERING
-            todo.extend((f.resolve(), True) for f in map(_local_module_file, REGISTERING)
-                        if f is not None and f.resolve() not in seen)
+            todo.extend((f, True) for f in map(_local_module_file, REGISTERING)
+                        if f is not None and f not in seen)
+            registering_added = True
         path, follow = todo.pop()
         if not path.exists() or (path in seen and (seen[path] or not follow)):
             continue
@@ -406,7 +423,7 @@ def source_files(module_file: str | Path) -> list[Path]:
                 target = target.rsplit(".", 1)[0] if "." in target else ""
             if not target:
                 continue
-            found = _local_module_file(target).resolve()
+            found = _local_module_file(target)
             is_package = found.name == "__init__.py"
             exact = target == name
             if is_package and exact and not from_module:
@@ -416,7 +433,7 @@ def source_files(module_file: str | Path) -> list[Path]:
             for i in range(1, len(parts)):
                 parent = _local_module_file(".".join(parts[:i]))
                 if parent is not None:
-                    todo.append((parent.resolve(), False))
+                    todo.append((parent, False))
     return sorted(seen)
 
 
@@ -686,7 +703,9 @@ def missing_bases(names_: Iterable[str], quick: bool, out: Path, force: bool) ->
     todo: list[str] = []
     for name in names_:
         exp = get(name)
-        will_run = _stored(exp, quick=quick, seeds=None, out=out, force=force)[2] is None
+        # hashing the sources takes ~0.5 s per experiment: not needed when it will run anyway
+        will_run = (force or not _result_path(out, name).exists()
+                    or _stored(exp, quick=quick, seeds=None, out=out)[2] is None)
         for base in exp.sft_bases if will_run else ():
             if base not in todo and not sft.checkpoint_path(sft.PRESETS[base]).exists():
                 todo.append(base)
