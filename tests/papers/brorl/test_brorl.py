@@ -275,3 +275,13 @@ def test_throughput_measure_counts_tokens():
     assert df.rollouts.tolist() == [1, 3]
     np.testing.assert_allclose(df.tokens_per_s * df.seconds, df.rollouts * NEW_TOKENS)
     assert (df.tokens_per_s > 0).all()
+
+
+def test_throughput_ratio_pairs_are_interleaved_and_finite():
+    """The claim's ratios: one log ratio per pair; equal sizes on both sides give ratios near 1
+    (loose: only timing noise separates them)."""
+    from simulations.brorl_throughput import log_throughput_ratios
+
+    logs = log_throughput_ratios(2, 2, d_model=32, n_layers=1, pairs=4)
+    assert logs.shape == (4,) and np.isfinite(logs).all()
+    assert abs(np.median(logs)) < np.log(10.0)
