@@ -8,6 +8,8 @@ import os
 
 os.environ.setdefault("RLVR_LAB_QUICK", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
-_flags = os.environ.get("XLA_FLAGS", "")
-if "xla_backend_optimization_level" not in _flags:
-    os.environ["XLA_FLAGS"] = f"{_flags} --xla_backend_optimization_level=1".strip()
+
+from rlvr_lab.cli import QUICK_XLA_FLAG  # noqa: E402  (no backend starts on import)
+from rlvr_lab.io import append_xla_flag  # noqa: E402
+
+append_xla_flag(QUICK_XLA_FLAG)

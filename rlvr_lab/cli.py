@@ -209,10 +209,9 @@ def _quick_compile_profile() -> None:
         return      # called in-process (tests, notebooks): leave that process's XLA alone
     if os.environ.get("RLVR_LAB_QUICK_XLA", "1").strip().lower() in ("0", "off", "false", "no"):
         return
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_backend_optimization_level" in flags or not _cpu_only():
-        return
-    os.environ["XLA_FLAGS"] = f"{flags} {QUICK_XLA_FLAG}".strip()
+    if _cpu_only():
+        from rlvr_lab import io
+        io.append_xla_flag(QUICK_XLA_FLAG)
 
 
 def _cmd_reproduce(args) -> int:

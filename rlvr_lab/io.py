@@ -86,6 +86,18 @@ def xla_cache_dir() -> Path | None:
     return Path(env) if env else cache_dir() / "xla"
 
 
+def append_xla_flag(flag: str) -> bool:
+    """Append ``flag`` (``--name=value``) to ``XLA_FLAGS`` unless that name is set there
+    already (a user's own setting wins). Takes effect only before the backend starts (XLA
+    reads its flags then; child processes inherit them). Returns whether it was added."""
+    name = flag.split("=", 1)[0].lstrip("-")
+    flags = os.environ.get("XLA_FLAGS", "")
+    if name in flags:
+        return False
+    os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
+    return True
+
+
 def enable_compilation_cache() -> Path | None:
     """Turn on JAX's persistent compilation cache at :func:`xla_cache_dir` (programs that took
     over 0.5 s to compile), so experiments, notebooks and test processes that build the same

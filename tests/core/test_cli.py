@@ -1,4 +1,6 @@
 """CLI hostile inputs: one line, exit 2, nothing written; --version; run --strict."""
+import os
+
 import pytest
 
 from rlvr_lab import cli
@@ -97,3 +99,17 @@ def test_run_formats(tmp_path, fmt, needle, capsys):
     assert cli.main(["run", "_test_cli_tiny", "--quick", "--out", str(tmp_path),
                      "--format", fmt]) == 0
     assert needle in capsys.readouterr().out.replace(" ", "")
+
+
+def test_append_xla_flag_keeps_a_users_setting(monkeypatch):
+    from rlvr_lab.io import append_xla_flag
+
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    assert append_xla_flag("--xla_backend_optimization_level=1")
+    assert os.environ["XLA_FLAGS"] == ("--xla_force_host_platform_device_count=2 "
+                                       "--xla_backend_optimization_level=1")
+    assert not append_xla_flag("--xla_backend_optimization_level=3")
+    assert os.environ["XLA_FLAGS"].endswith("level=1")
+    monkeypatch.delenv("XLA_FLAGS")
+    assert append_xla_flag("--xla_backend_optimization_level=0")
+    assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=0"
