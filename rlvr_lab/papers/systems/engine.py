@@ -354,10 +354,14 @@ class Engine:
         """Fill free slots from the queue at time t, each into the worker with most free slots."""
         if not self.queue:
             return
-        free = np.where(self.blocked, 0, self.cap - self.nact)
+        # a Python list: W is small, and numpy's per-call cost dominated this loop
+        free = np.where(self.blocked, 0, self.cap - self.nact).tolist()
         admitted: dict[int, list[int]] = {}
-        while self.queue and free.max() > 0:
-            w = int(np.argmax(free))
+        while self.queue:
+            most = max(free)
+            if most <= 0:
+                break
+            w = free.index(most)      # the first worker with most free slots (as argmax)
             admitted.setdefault(w, []).append(self.queue.popleft())
             free[w] -= 1
         for w, ids in admitted.items():

@@ -302,9 +302,11 @@ def run_async(seed: int | np.random.Generator | jax.Array, workload: Workload = 
     tok_mark = 0
     admissions = []                             # (N_r - 1, version) at each admission
 
+    never_blocked = np.zeros(n_workers, bool)    # read-only: the engine only reads it
+
     def blocked():
         if max_staleness is None:
-            return np.zeros(n_workers, bool)
+            return never_blocked
         return eng.version < version - max_staleness
 
     def top_up(t):
