@@ -11,7 +11,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 EXIT_USAGE = 2
@@ -214,6 +214,58 @@ def _quick_compile_profile() -> None:
         io.append_xla_flag(QUICK_XLA_FLAG)
 
 
+# glibc malloc settings for the command line's processes (GLIBC_TUNABLES names); see
+# :func:`malloc_tuned_env`
+MALLOC_TUNABLES = {
+    "glibc.malloc.hugetlb": "1",                    # transparent huge pages for malloc'd memory
+    "glibc.malloc.arena_max": "1",                  # one arena: XLA's threads share the heap
+    "glibc.malloc.mmap_max": "0",                   # large blocks from the heap, not mmap
+    "glibc.malloc.trim_threshold": str(1 << 30),    # keep up to 1 GiB of freed heap for reuse
+}
+
+
+def malloc_tuned_env(environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The environment to restart the command line with, :data:`MALLOC_TUNABLES` added to
+    ``GLIBC_TUNABLES`` (a user's own value of any of them wins), or None to keep this one
+    (nothing to add, or RLVR_LAB_MALLOC_TUNING is 0/off).
+
+    Why: XLA:CPU allocates a program's temporaries at every call, from the calling thread's
+    malloc arena; the small model's update has 155 MB of them, more than a thread arena can
+    hold, so glibc maps fresh pages for every call and unmaps them after (~40k page faults,
+    ~100 ms of kernel time per call). With one arena and no mmap the block is reused from
+    the heap; huge pages cut the faults of its first use. Measured on the ``rl_step_mfu``
+    bench step (one seed): update ~170 -> ~116 ms, 0 page faults per call; decoding and the
+    bank trainers unchanged. glibc reads tunables only when a process starts, hence a
+    restart; worker processes inherit the setting. Other C libraries ignore it."""
+    if environ.get("RLVR_LAB_MALLOC_TUNING", "1").strip().lower() in ("0", "off", "false", "no"):
+        return None
+    current = environ.get("GLIBC_TUNABLES", "")
+    present = {item.split("=", 1)[0] for item in current.split(":") if item}
+    added = [f"{k}={v}" for k, v in MALLOC_TUNABLES.items() if k not in present]
+    if not added:
+        return None
+    return {**environ, "GLIBC_TUNABLES": ":".join(([current] if current else []) + added)}
+
+
+def _restart_with_malloc_tuning() -> None:
+    """On Linux with glibc, from a command line only: exec this command again under
+    :func:`malloc_tuned_env` (nothing has run yet; arguments, exit status and streams carry
+    over)."""
+    if not sys.platform.startswith("linux") or not sys.executable:
+        return
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return
+    env = malloc_tuned_env(os.environ)
+    if env is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # the same entry point as the ``rlvr-lab`` script (importing rlvr_lab.cli, not __main__)
+        code = "import sys; from rlvr_lab.cli import main; sys.exit(main())"
+        os.execve(sys.executable, [sys.executable, "-c", code, *sys.argv[1:]], env)
+
+
 def _cmd_reproduce(args) -> int:
     from rlvr_lab import experiments
 
@@ -277,6 +329,8 @@ def _cmd_bench(args) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _COMMAND_LINE["active"] = argv is None
+    if argv is None:
+        _restart_with_malloc_tuning()
     parser = _build_parser()
     try:
         args, extra = parser.parse_known_args(argv)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from rlvr_lab import plotting
 from rlvr_lab.experiments import claim, experiment
-from rlvr_lab.utils import jit_fast_compile
+from rlvr_lab.utils import jit_cpu_options
 from simulations.cures import GROUP, PAPER_E3, bank_config
 
 
@@ -26,7 +26,7 @@ def temperature_runs(quick: bool, key, num_seeds: int):
     out = []
     rules = ("fixed", "e3")
     # both rules in one compilation: the rule is a traced flag, seeds vmapped inside
-    train = jit_fast_compile(jax.vmap(jax.vmap(make_temperature_train(cfg), in_axes=(0, None))))
+    train = jit_cpu_options(jax.vmap(jax.vmap(make_temperature_train(cfg), in_axes=(0, None))))
     keys = jax.vmap(lambda j: jax.random.split(jax.random.fold_in(key, j), num_seeds))(
         jnp.arange(len(rules)))
     _, metrics = train(keys, jnp.asarray([r == "e3" for r in rules]))

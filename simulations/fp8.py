@@ -62,7 +62,7 @@ from rlvr_lab.experiments import claim, experiment
 from rlvr_lab.models import transformer
 from rlvr_lab.papers.fp8 import mismatch, quant
 from rlvr_lab.train import sequence, sft
-from rlvr_lab.utils import jit_fast_compile
+from rlvr_lab.utils import jit_cpu_options
 from simulations import tiny_grpo
 
 PAPER = "FP8"
@@ -116,7 +116,7 @@ def _weight_point(qpolicy, train_logits, prompts, valid, tokens, mask):
 
 # the same as quant.quantise_params, jitted: one small compile per config beats eager ops; it
 # runs once per config on the weights, so the faster compile of level 0 is all that matters
-_quantise_params = jit_fast_compile(quant.quantise_params, static_argnums=1)
+_quantise_params = jit_cpu_options(quant.quantise_params, static_argnums=1)
 
 
 def outlier_channels(key, d_model: int, count: int = OUTLIER_CHANNELS) -> jnp.ndarray:

@@ -28,7 +28,7 @@ from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.experiments import Context, claim, experiment
 from rlvr_lab.models import tabular
 from rlvr_lab.train import rollout
-from rlvr_lab.utils import enable_x64, jit_fast_compile, loop_options
+from rlvr_lab.utils import enable_x64, jit_cpu_options, loop_options
 from rlvr_lab.train import bandit
 from rlvr_lab.train.bandit import BanditConfig, metrics_frame
 
@@ -64,7 +64,7 @@ def train_rates(config: BanditConfig, key, num_seeds: int, rates=LEARNING_RATES)
     r = len(rates)
     hps = bandit.Hparams(jnp.asarray(rates, jnp.float32),
                          *(jnp.broadcast_to(x, (r,)) for x in hp[1:]))
-    train = jit_fast_compile(jax.vmap(jax.vmap(bandit.make_train(config), in_axes=(0, None)),
+    train = jit_cpu_options(jax.vmap(jax.vmap(bandit.make_train(config), in_axes=(0, None)),
                                       in_axes=(None, 0)),
                              options=loop_options(bandit.table_cells(config, r * num_seeds)))
     _, metrics = train(bandit.seed_keys(key, num_seeds), hps)

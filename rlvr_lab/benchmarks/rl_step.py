@@ -14,8 +14,15 @@ Model FLOPs per step = 2 x params per generated token + 6 x params per trained t
 - ``rl_step_mfu``: one seed;
 - ``rl_step_mfu_8_seeds``: 8 seeds in one call (``seed_map``), per-seed MFU (FLOPs of 8 steps
   over the time of the 8-seed step), the price a multi-seed study pays per seed.
+
+Each line says whether the process ran with the command line's malloc tuning
+(:data:`rlvr_lab.cli.MALLOC_TUNABLES`, on for ``rlvr-lab bench`` unless
+``RLVR_LAB_MALLOC_TUNING=0``): the update's 155 MB of temporaries are then reused instead of
+mapped afresh at every call, about 25% of the step.
 """
 from __future__ import annotations
+
+import os
 
 import jax
 
@@ -60,7 +67,8 @@ def _measure(name: str, quick: bool, num_seeds: int) -> Measure:
         holder["step"] += 1
         jax.block_until_ready(holder["state"])
 
-    seconds = best_time(one, 3 if quick else 8)
+    # best of 10 (20): a step is ~0.2 s and this machine's speed drifts between calls
+    seconds = best_time(one, 10 if quick else 20)
     peak = matmul_peak(2048, 3)
     flops = num_seeds * step_flops(config)
     mfu = flops / seconds / peak
@@ -72,7 +80,18 @@ def _measure(name: str, quick: bool, num_seeds: int) -> Measure:
                    f", beta 0, {num_seeds} seed(s): {seconds * 1e3:.0f} ms per step ({per}"
                    f"{flops / seconds / 1e9:.1f} GFLOP/s model vs {peak / 1e9:.1f} GFLOP/s "
                    f"matmul peak); goal >= {0.5 if num_seeds == 1 else 0.4}; "
-                   f"{jax.devices()[0].platform}", goal=0.5 if num_seeds == 1 else 0.4)
+                   f"{jax.devices()[0].platform}, {_malloc_setting()}",
+                   goal=0.5 if num_seeds == 1 else 0.4)
+
+
+def _malloc_setting() -> str:
+    """Whether this process runs with the command line's malloc tuning (``rlvr_lab.cli.
+    MALLOC_TUNABLES``: reused, huge-page temporaries), which the step's speed depends on."""
+    from rlvr_lab.cli import MALLOC_TUNABLES
+
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    tuned = all(f"{k}={v}" in tunables for k, v in MALLOC_TUNABLES.items())
+    return "malloc tuned" if tuned else "malloc default"
 
 
 @benchmark("rl_step_mfu")

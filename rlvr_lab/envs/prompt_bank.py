@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from rlvr_lab._registry import check_choice, positive_int
-from rlvr_lab.utils import check_number, jit_fast_compile
+from rlvr_lab.utils import check_number, jit_cpu_options
 
 REWARDS = ("binary", "format", "levels")
 
@@ -103,7 +103,7 @@ def _build(config: PromptBankConfig, key: jax.Array) -> PromptBank:
 
 # one compiled program per config (run eagerly, its ~20 ops compiled one by one, ~1 s each
 # time a trainer or study builds a bank of a new size)
-_build_bank = jit_fast_compile(_build, static_argnums=0)
+_build_bank = jit_cpu_options(_build, static_argnums=0)
 
 
 def _reward_table(config, correct, k_fmt, k_lvl):

@@ -43,6 +43,8 @@ import jax.numpy as jnp
 from flax import nnx, struct
 from jax.typing import ArrayLike
 
+from rlvr_lab.utils import DECODE_COMPILE, jit_cpu_options
+
 PAD_ID = 0
 EOS_ID = 2
 
@@ -330,7 +332,8 @@ def _draw_with(noise, logp, top_p):
     return jnp.argmax(jnp.where(keep, logp, -jnp.inf) + noise, axis=-1)
 
 
-@functools.partial(jax.jit, static_argnames=("max_new_tokens", "top_p", "eos_id", "use_cache"))
+@functools.partial(jit_cpu_options, options=DECODE_COMPILE,
+                   static_argnames=("max_new_tokens", "top_p", "eos_id", "use_cache"))
 def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
            prompt_valid: ArrayLike | None = None, *, max_new_tokens: int,
            temperature: ArrayLike = 1.0, top_p: float = 1.0, eos_id: int = EOS_ID,

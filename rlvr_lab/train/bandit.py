@@ -37,7 +37,7 @@ from rlvr_lab.models import tabular
 from rlvr_lab.train import config as C
 from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
-from rlvr_lab.utils import jit_fast_compile, loop_options
+from rlvr_lab.utils import jit_cpu_options, loop_options
 
 _OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "lion", "adafactor", "nadam")
 
@@ -277,7 +277,7 @@ def table_cells(config: BanditConfig, runs: int) -> int:
 @functools.lru_cache(maxsize=64)
 def _vmapped_train(config: BanditConfig, level: int):
     """One compiled ``jit(vmap(train))`` per config and XLA:CPU level, reused across calls."""
-    return jit_fast_compile(jax.vmap(make_train(config), in_axes=(0, None)),
+    return jit_cpu_options(jax.vmap(make_train(config), in_axes=(0, None)),
                             options={"xla_backend_optimization_level": level})
 
 

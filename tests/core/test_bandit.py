@@ -36,7 +36,7 @@ def test_bank_initial_success_probability_is_exact():
 
 @pytest.mark.parametrize("reward", ["binary", "format", "levels"])
 def test_compiled_bank_equals_the_eager_construction(reward):
-    """make_bank runs as one program compiled at XLA's level 0 (utils.jit_fast_compile); the
+    """make_bank runs as one program compiled at XLA's level 0 (utils.jit_cpu_options); the
     same ops run one by one give the same bank up to float rounding, and an explicit key is
     the seed's key."""
     cfg = PromptBankConfig(num_prompts=16, vocab_size=12, reward=reward, seed=3)
@@ -52,19 +52,32 @@ def test_compiled_bank_equals_the_eager_construction(reward):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
-def test_jit_fast_compile_is_jit_with_level_0_on_cpu_only(monkeypatch):
+def test_unknown_cpu_options_are_dropped_not_fatal():
+    from rlvr_lab import utils
+
+    assert utils.supported_cpu_options({"xla_no_such_option_here": 1}) == {}
+    assert utils.supported_cpu_options(utils.FAST_COMPILE) == utils.FAST_COMPILE
+    f = utils.jit_cpu_options(lambda x: x * 2, {"xla_no_such_option_here": 1,
+                                                 **utils.FAST_COMPILE})
+    assert float(f(jnp.float32(2.0))) == 4.0
+    # called inside another jit, the outer program's options apply (no nested-options error)
+    assert float(jax.jit(lambda x: f(x) + 1)(jnp.float32(2.0))) == 5.0
+
+
+def test_jit_cpu_options_is_jit_with_level_0_on_cpu_only(monkeypatch):
     from rlvr_lab import utils
 
     def f(x, n):
         return jnp.cumsum(jnp.sin(x) * n)
 
     x = jnp.linspace(0.0, 3.0, 17)
-    fast = utils.jit_fast_compile(f, static_argnums=1)
+    fast = utils.jit_cpu_options(f, static_argnums=1)
     np.testing.assert_allclose(fast(x, 3), jax.jit(f, static_argnums=1)(x, 3), rtol=1e-6)
+    utils.supported_cpu_options(utils.FAST_COMPILE)   # the option probe compiles: before the patch
     seen = []
     monkeypatch.setattr(utils.jax, "jit", lambda fn, **kw: seen.append(kw) or fn)
-    on_cpu = utils.jit_fast_compile(f, static_argnums=1)
-    on_gpu = utils.jit_fast_compile(f)
+    on_cpu = utils.jit_cpu_options(f, static_argnums=1)
+    on_gpu = utils.jit_cpu_options(f)
     assert seen == []      # nothing is built (and no backend started) before the first call
     on_cpu(x, 2), on_cpu(x, 3)
     monkeypatch.setattr(utils.jax, "default_backend", lambda: "gpu")

@@ -113,3 +113,53 @@ def test_append_xla_flag_keeps_a_users_setting(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS")
     assert append_xla_flag("--xla_backend_optimization_level=0")
     assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=0"
+
+
+def test_malloc_tuned_env_adds_the_tunables_and_keeps_a_users_values():
+    tuned = cli.malloc_tuned_env({"PATH": "/bin"})
+    assert tuned["PATH"] == "/bin"
+    assert tuned["GLIBC_TUNABLES"].split(":") == [f"{k}={v}"
+                                                  for k, v in cli.MALLOC_TUNABLES.items()]
+    mine = cli.malloc_tuned_env({"GLIBC_TUNABLES": "glibc.malloc.arena_max=4:glibc.pthread.x=1"})
+    items = mine["GLIBC_TUNABLES"].split(":")
+    assert items[:2] == ["glibc.malloc.arena_max=4", "glibc.pthread.x=1"]
+    assert "glibc.malloc.arena_max=1" not in items and "glibc.malloc.hugetlb=1" in items
+    # already tuned (the restarted process), or switched off: no restart
+    assert cli.malloc_tuned_env(tuned) is None
+    assert cli.malloc_tuned_env({"RLVR_LAB_MALLOC_TUNING": "off"}) is None
+
+
+def test_command_line_restarts_under_the_malloc_tuning(monkeypatch):
+    """From a command line, main() execs the same entry point again with the tunables added
+    (same arguments); called with argv (tests, notebooks) it never does."""
+    import platform
+    import sys
+
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc tunables are Linux/glibc-only")
+    calls = []
+    monkeypatch.setattr(cli.os, "execve", lambda *a: calls.append(a))
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.delenv("RLVR_LAB_MALLOC_TUNING", raising=False)
+    monkeypatch.setattr(sys, "argv", ["rlvr-lab", "list", "--bogus"])
+    assert cli.main(["list"]) == 0 and calls == []
+    assert cli.main() == 2                   # execve is patched out: this process goes on
+    (exe, argv, env), = calls
+    assert exe == sys.executable and argv[0] == sys.executable and argv[1] == "-c"
+    assert "from rlvr_lab.cli import main" in argv[2] and argv[3:] == ["list", "--bogus"]
+    assert env["GLIBC_TUNABLES"] == cli.malloc_tuned_env({})["GLIBC_TUNABLES"]
+
+
+def test_restarted_command_line_keeps_exit_status_and_one_line_errors():
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    entry = "import sys; from rlvr_lab.cli import main; sys.exit(main())"
+    ok = subprocess.run([sys.executable, "-c", entry, "list"], env=env, capture_output=True,
+                        text=True, timeout=300)
+    assert ok.returncode == 0 and "grpo_family" in ok.stdout, ok.stderr
+    bad = subprocess.run([sys.executable, "-c", entry, "list", "--bogus"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "--bogus" in bad.stderr and "Traceback" not in bad.stderr

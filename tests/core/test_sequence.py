@@ -285,3 +285,18 @@ def test_seed_map_equals_a_loop_over_seeds():
     np.testing.assert_allclose(one["y"][0], out["y"][1], rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match=r"in_axes=\(1, None\) is not allowed"):
         sequence.seed_map(fn, in_axes=(1, None))
+
+
+def test_compiled_key_schedule_matches_the_eager_one():
+    """``fold_each`` / ``Trainer.step_keys`` (compiled) give the keys of the eager schedule
+    ``split(fold_in(key, step), S)`` then ``fold_in(k, stream)``."""
+    from rlvr_lab.train.sequence import _split_step, fold_each
+
+    key = jax.random.key(11)
+    for step in (0, 7):
+        eager = jax.random.split(jax.random.fold_in(key, step), 3)
+        np.testing.assert_array_equal(jax.random.key_data(_split_step(key, step, 3)),
+                                      jax.random.key_data(eager))
+        for stream in (0, 1, 2):
+            want = jnp.stack([jax.random.key_data(jax.random.fold_in(k, stream)) for k in eager])
+            np.testing.assert_array_equal(jax.random.key_data(fold_each(eager, stream)), want)

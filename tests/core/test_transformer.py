@@ -35,6 +35,26 @@ def test_cached_and_uncached_sampling_agree(policy):
     np.testing.assert_allclose(a.entropy, b.entropy, atol=1e-5)
 
 
+def test_sampling_compiled_with_decode_options_matches_default_compile(policy):
+    """``sample`` compiles with utils.DECODE_COMPILE (XLA:CPU's YNNPACK fusions off) at top
+    level and with the caller's options inside another jit: same tokens, log-probs within
+    float rounding of a plain ``jax.jit`` of the same function."""
+    from rlvr_lab import utils
+
+    key = jax.random.key(5)
+    kw = dict(max_new_tokens=12, eos_id=-1)
+    top = T.sample(key, policy, _prompts(), **kw)
+    nested = jax.jit(lambda k, p: T.sample(k, p, _prompts(), **kw))(key, policy)
+    plain = jax.jit(T.sample.__wrapped__, static_argnames=("max_new_tokens", "eos_id"))(
+        key, policy, _prompts(), **kw)
+    for got in (top, nested):
+        np.testing.assert_array_equal(got.tokens, plain.tokens)
+        np.testing.assert_allclose(got.logp, plain.logp, atol=1e-5)
+    if jax.default_backend() == "cpu":
+        # on a jaxlib without the option it is dropped, and sampling still runs
+        assert set(utils.supported_cpu_options(utils.DECODE_COMPILE)) <= set(utils.DECODE_COMPILE)
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_score_matches_sampling_logp(policy, temperature):
     out = T.sample(jax.random.key(1), policy, _prompts(), max_new_tokens=10,

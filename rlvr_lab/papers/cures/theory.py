@@ -40,7 +40,7 @@ import numpy.typing as npt
 from jax.typing import ArrayLike
 
 from rlvr_lab.papers.cures.allocation import rollout_gradient_variance
-from rlvr_lab.utils import jit_fast_compile
+from rlvr_lab.utils import jit_cpu_options
 
 
 class GradientMoments(NamedTuple):
@@ -186,7 +186,7 @@ def mean_field_descent(logits: ArrayLike, correct: ArrayLike, rule: Callable, *,
                                num_steps)
 
 
-@functools.partial(jit_fast_compile, static_argnums=(2, 3, 4, 5))
+@functools.partial(jit_cpu_options, static_argnums=(2, 3, 4, 5))
 def _mean_field_descent(logits, correct, rule, lr, batch_size, num_steps):
     def step(z, _):
         grad = exact_success_gradient(z, correct)

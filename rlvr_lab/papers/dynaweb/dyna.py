@@ -46,7 +46,7 @@ from rlvr_lab import advantages, losses
 from rlvr_lab.envs import toy_web
 from rlvr_lab.papers.dynaweb import world_model as wm
 from rlvr_lab.papers.dynaweb.config import Arm, DynaConfig
-from rlvr_lab.utils import LOOP_COMPILE, jit_fast_compile
+from rlvr_lab.utils import LOOP_COMPILE, jit_cpu_options
 
 
 class Trajectory(NamedTuple):
@@ -262,5 +262,5 @@ def make_run_arms(config: DynaConfig) -> Callable[[jax.Array, Arm], tuple[Metric
     for every arm), all in one ``jit``."""
     train = make_train(config)
     # level 1: the world-model rollouts are run-bound (quick dynaweb 12.5 -> 8.7 s vs level 0)
-    return jit_fast_compile(jax.vmap(jax.vmap(train, in_axes=(None, 0)), in_axes=(0, None)),
+    return jit_cpu_options(jax.vmap(jax.vmap(train, in_axes=(None, 0)), in_axes=(0, None)),
                             options=LOOP_COMPILE)

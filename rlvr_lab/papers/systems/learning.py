@@ -36,7 +36,7 @@ from rlvr_lab.train import config as C
 from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.bandit import BanditConfig, Hparams, make_optimizer, step_metrics
-from rlvr_lab.utils import jit_fast_compile
+from rlvr_lab.utils import jit_cpu_options
 
 CORRECTIONS = ("naive", "decoupled")
 
@@ -148,7 +148,7 @@ def make_train(config: StaleConfig) -> Callable[..., tuple[jax.Array, dict[str, 
 def _compiled(config: StaleConfig):
     # one flat vmap over (correction, distribution, seed) cells compiles ~2x faster than
     # three nested vmaps
-    return jit_fast_compile(jax.vmap(make_train(config), in_axes=(0, 0, 0)))
+    return jit_cpu_options(jax.vmap(make_train(config), in_axes=(0, 0, 0)))
 
 
 def train_grid(config: StaleConfig, key: jax.Array, num_seeds: int, stale_probs: ArrayLike,
