@@ -224,6 +224,9 @@ MALLOC_TUNABLES = {
 }
 
 
+COMPUTING_COMMANDS = ("run", "reproduce", "bench")   # the commands run under the tuning
+
+
 def malloc_tuned_env(environ: Mapping[str, str]) -> dict[str, str] | None:
     """The environment to restart the command line with, :data:`MALLOC_TUNABLES` added to
     ``GLIBC_TUNABLES`` (a user's own value of any of them wins), or None to keep this one
@@ -329,8 +332,6 @@ def _cmd_bench(args) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _COMMAND_LINE["active"] = argv is None
-    if argv is None:
-        _restart_with_malloc_tuning()
     parser = _build_parser()
     try:
         args, extra = parser.parse_known_args(argv)
@@ -341,6 +342,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"allowed: {', '.join(allowed)}")
         handler = {"list": _cmd_list, "run": _cmd_run, "reproduce": _cmd_reproduce,
                    "bench": _cmd_bench}[args.command]
+        if argv is None and args.command in COMPUTING_COMMANDS:
+            # after parsing (a bad flag fails fast) and only where it pays: a restart imports
+            # the package again (~2 s)
+            _restart_with_malloc_tuning()
         return handler(args)
     except UsageError as err:
         print(f"rlvr-lab: error: {err}", file=sys.stderr)

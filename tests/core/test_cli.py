@@ -130,8 +130,9 @@ def test_malloc_tuned_env_adds_the_tunables_and_keeps_a_users_values():
 
 
 def test_command_line_restarts_under_the_malloc_tuning(monkeypatch):
-    """From a command line, main() execs the same entry point again with the tunables added
-    (same arguments); called with argv (tests, notebooks) it never does."""
+    """From a command line, a computing command (run, reproduce, bench) execs the same entry
+    point again with the tunables added (same arguments), after its flags parsed; `list`,
+    bad flags and calls with argv (tests, notebooks) never restart."""
     import platform
     import sys
 
@@ -141,12 +142,16 @@ def test_command_line_restarts_under_the_malloc_tuning(monkeypatch):
     monkeypatch.setattr(cli.os, "execve", lambda *a: calls.append(a))
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     monkeypatch.delenv("RLVR_LAB_MALLOC_TUNING", raising=False)
-    monkeypatch.setattr(sys, "argv", ["rlvr-lab", "list", "--bogus"])
-    assert cli.main(["list"]) == 0 and calls == []
+    for argv in (["rlvr-lab", "list"], ["rlvr-lab", "bench", "--bogus"]):
+        monkeypatch.setattr(sys, "argv", argv)
+        cli.main()
+    assert cli.main(["bench", "--only", "no_such_measure"]) == 2 and calls == []
+    monkeypatch.setattr(sys, "argv", ["rlvr-lab", "bench", "--only", "no_such_measure"])
     assert cli.main() == 2                   # execve is patched out: this process goes on
     (exe, argv, env), = calls
     assert exe == sys.executable and argv[0] == sys.executable and argv[1] == "-c"
-    assert "from rlvr_lab.cli import main" in argv[2] and argv[3:] == ["list", "--bogus"]
+    assert "from rlvr_lab.cli import main" in argv[2]
+    assert argv[3:] == ["bench", "--only", "no_such_measure"]
     assert env["GLIBC_TUNABLES"] == cli.malloc_tuned_env({})["GLIBC_TUNABLES"]
 
 
@@ -156,10 +161,7 @@ def test_restarted_command_line_keeps_exit_status_and_one_line_errors():
 
     env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
     entry = "import sys; from rlvr_lab.cli import main; sys.exit(main())"
-    ok = subprocess.run([sys.executable, "-c", entry, "list"], env=env, capture_output=True,
-                        text=True, timeout=300)
-    assert ok.returncode == 0 and "grpo_family" in ok.stdout, ok.stderr
-    bad = subprocess.run([sys.executable, "-c", entry, "list", "--bogus"], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
-    assert "--bogus" in bad.stderr and "Traceback" not in bad.stderr
+    bad = subprocess.run([sys.executable, "-c", entry, "bench", "--only", "no_such_measure"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "no_such_measure" in bad.stderr and "Traceback" not in bad.stderr
