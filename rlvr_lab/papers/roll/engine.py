@@ -244,7 +244,7 @@ class Driver:
         rows = jnp.asarray(np.repeat(cands, G, axis=1))                  # [S, R*G], g*G + j
         prompts, valid = self.trainer.pool_prompts[rows], self.trainer.pool_valid[rows]
         state = _prefill(policy, prompts, valid, max_new_tokens=N)
-        sample_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(key)
+        sample_keys = sequence.fold_each(key, 1)
         scheds = [S.Scheduler(R, G, B, order=cfg.order, abort=abort) for _ in range(n_seeds)]
         for sch in scheds:
             sch.start(np.arange(R), 0)
@@ -334,7 +334,7 @@ class Driver:
     def rollout_keys(self, key: jax.Array, step: int, num_seeds: int) -> jax.Array:
         """The step's rollout keys ``[S]`` (those of :class:`sequence.Trainer`)."""
         keys = self.trainer.step_keys(key, step, num_seeds)
-        return jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
+        return sequence.fold_each(keys, 0)
 
     def learn(self, key: jax.Array, state: sequence.TrainState, step: int, rounds: list[Round]
               ) -> tuple[sequence.TrainState, dict[str, np.ndarray]]:
@@ -342,7 +342,7 @@ class Driver:
         n_seeds = len(rounds)
         step_keys = self.trainer.step_keys(key, step, n_seeds)
         batch, rewards, group_mask, correct = self.batch_arrays(rounds)
-        upd = jax.vmap(lambda k: jax.random.fold_in(k, 1))(step_keys)
+        upd = sequence.fold_each(step_keys, 1)
         state, metrics = sequence.mapped_update(upd, state, self.trainer.base_policy, batch,
                                                 jnp.asarray(rewards), self.config.rl,
                                                 group_mask=jnp.asarray(group_mask))

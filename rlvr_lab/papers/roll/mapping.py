@@ -225,14 +225,14 @@ class MappedTrainer:
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
         keys = self.trainer.step_keys(key, step, num_seeds)
         gen_policy = _replicated(state.policy, m["generation"])   # the parameter transfer
-        idx, batch = _generate(jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys),
+        idx, batch = _generate(sequence.fold_each(keys, 0),
                                gen_policy, *self.gen_pool, config=cfg, mesh=m["generation"])
         rewards, correct = self.trainer.verify(idx, batch.tokens)
         scored = _rows(batch, m["scoring"])
         old_logp, ref_logp = _score(_replicated(state.policy, m["scoring"]), self.ref, scored,
                                     config=cfg)
         upd = _rows((batch, old_logp, ref_logp), m["update"])
-        state, out = _update(jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys), state,
+        state, out = _update(sequence.fold_each(keys, 1), state,
                              *upd[:1], jnp.asarray(rewards), *upd[1:], cfg)
         out = {k: np.asarray(v) for k, v in out.items()}
         out["pass1"] = correct.mean(axis=(1, 2))

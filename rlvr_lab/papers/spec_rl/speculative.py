@@ -440,7 +440,7 @@ class SpecDriver:
         """
         clock = _Clock()
         prompts, valid = self.prompts[idx], self.valid[idx]
-        k_fresh = jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
+        k_fresh = sequence.fold_each(keys, 0)
         if lenience == VANILLA or epoch == 0:
             self._untimed_once("fresh", self._fresh, k_fresh, state.policy, prompts, valid)
             with clock:
@@ -452,7 +452,7 @@ class SpecDriver:
                               jnp.zeros(shape, bool))
             return out, clock.totals
         log_l, rnd = lenience_params(lenience)
-        k_acc = jax.vmap(lambda k: jax.random.fold_in(k, 3))(keys)
+        k_acc = sequence.fold_each(keys, 3)
         args = (k_acc, state.policy, prompts, valid, cache, idx, log_l, rnd)
         self._untimed_once("verify", self._verify, *args)
         with clock:
@@ -494,7 +494,7 @@ class SpecDriver:
             cache = self._store(cache, idx, spec.batch.tokens, spec.batch.mask, spec.cache_logp)
             pool_idx = np.broadcast_to(np.asarray(idx), (num_seeds, b))
             rewards, correct = tr.verify(pool_idx, spec.batch.tokens)
-            k_upd = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+            k_upd = sequence.fold_each(keys, 1)
             state, metrics = tr._update(k_upd, state, tr.base_policy, spec.batch,
                                         jnp.asarray(rewards), rl)
             record = {
@@ -527,8 +527,7 @@ class SpecDriver:
         reused, possibly stale responses instead)."""
         cfg, tr = self.config, self.trainer
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
-        keys = jax.vmap(lambda k: jax.random.fold_in(k, 4))(tr.step_keys(key, cfg.steps,
-                                                                           num_seeds))
+        keys = sequence.fold_each(tr.step_keys(key, cfg.steps, num_seeds), 4)
         tokens = np.asarray(tr._eval(keys, state.policy, *self._train_eval))
         k, reps = len(self.problems), self._train_reps
         return np.array([tasks.score_completions(self.problems, row[:reps * k].reshape(

@@ -315,7 +315,7 @@ class Driver:
         tr = self.trainer
         num_seeds, g, n = len(buffers), cfg.num_generations, cfg.base.max_new_tokens
         step_keys = tr.step_keys(key, step, num_seeds)
-        rounds = self.rollout(jax.vmap(lambda k: jax.random.fold_in(k, 0))(step_keys),
+        rounds = self.rollout(sequence.fold_each(step_keys, 0),
                               state.policy, buffers, step)
         batches = [[r.after[i] for i in r.batch] for r in rounds]
         buffers = [r.buffer for r in rounds]
@@ -333,7 +333,7 @@ class Driver:
             behav_logp=jnp.asarray(stack("behav_logp")), entropy=jnp.asarray(stack("entropy")),
             stale=jnp.asarray(stack("stale")))
         rewards, correct = tr.verify(idx, rollout.tokens)
-        upd_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(step_keys)
+        upd_keys = sequence.fold_each(step_keys, 1)
         state, metrics = sequence.mapped_update(upd_keys, state, tr.base_policy, rollout,
                                                 jnp.asarray(rewards), cfg)
         metrics = {k: np.asarray(v) for k, v in metrics.items()}
