@@ -190,6 +190,12 @@ QUICK_XLA_FLAG = "--xla_backend_optimization_level=1"
 _COMMAND_LINE = {"active": False}     # main() called from a command line (argv from sys.argv)
 
 
+def _switched_off(value: str | None) -> bool:
+    """An on-by-default environment switch (``RLVR_LAB_QUICK_XLA``, ``RLVR_LAB_MALLOC_TUNING``)
+    set to 0/off/false/no."""
+    return (value or "").strip().lower() in ("0", "off", "false", "no")
+
+
 def _cpu_only() -> bool:
     """No accelerator plugin of jax is installed (then XLA compiles for the CPU)."""
     from importlib import metadata
@@ -207,7 +213,7 @@ def _quick_compile_profile() -> None:
     turns it off."""
     if not _COMMAND_LINE["active"]:
         return      # called in-process (tests, notebooks): leave that process's XLA alone
-    if os.environ.get("RLVR_LAB_QUICK_XLA", "1").strip().lower() in ("0", "off", "false", "no"):
+    if _switched_off(os.environ.get("RLVR_LAB_QUICK_XLA")):
         return
     if _cpu_only():
         from rlvr_lab import io
@@ -240,7 +246,7 @@ def malloc_tuned_env(environ: Mapping[str, str]) -> dict[str, str] | None:
     bench step (one seed): update ~170 -> ~116 ms, 0 page faults per call; decoding and the
     bank trainers unchanged. glibc reads tunables only when a process starts, hence a
     restart; worker processes inherit the setting. Other C libraries ignore it."""
-    if environ.get("RLVR_LAB_MALLOC_TUNING", "1").strip().lower() in ("0", "off", "false", "no"):
+    if _switched_off(environ.get("RLVR_LAB_MALLOC_TUNING")):
         return None
     current = environ.get("GLIBC_TUNABLES", "")
     present = {item.split("=", 1)[0] for item in current.split(":") if item}
