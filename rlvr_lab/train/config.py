@@ -225,6 +225,13 @@ def positive_ints(name: str, value: Any) -> None:
         positive_int(f"{name} entry", v)
 
 
+def strings(name: str, value: Any) -> None:
+    """A non-empty tuple of names."""
+    if not isinstance(value, tuple) or not value or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name}={value!r} is not allowed; it must be a non-empty tuple of "
+                         "names")
+
+
 def integers(minimum: int) -> Callable[[str, Any], None]:
     """A non-empty tuple or list of integers >= ``minimum`` (bools and 1.5 are not)."""
     def run(name, value):

@@ -15,7 +15,8 @@ from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
 from rlvr_lab.train import bandit
 from rlvr_lab.train import rollout
-from rlvr_lab.train.bandit import BanditConfig, Hparams, make_train, metrics_frame, train_seeds
+from rlvr_lab.train.bandit import (BanditConfig, Hparams, make_train, metric_names, metrics_frame,
+                                   train_seeds)
 from rlvr_lab.utils import enable_x64
 
 SMALL = BanditConfig(bank=PromptBankConfig(num_prompts=8, vocab_size=6), num_steps=6,
@@ -174,6 +175,27 @@ def test_train_seeds_matches_single_runs_and_frame():
     assert len(df) == 3 * SMALL.num_steps * len(m)
 
 
+@pytest.mark.parametrize("changes", [dict(), dict(eval_ks=(2,), beta=0.1),
+                                     dict(rollout="dynamic_sampling", advantage="rloo")])
+def test_metric_names_are_the_recorded_metrics(changes):
+    cfg = SMALL.replace(**changes)
+    _, m = jax.jit(make_train(cfg))(jax.random.key(0))
+    assert set(m) == set(metric_names(cfg))
+
+
+def test_recording_fewer_metrics_keeps_their_numbers_and_the_policy():
+    train = jax.jit(make_train(SMALL))
+    state, every = train(jax.random.key(3))
+    few = SMALL.replace(metrics=("grad_norm", "accuracy"))
+    state_few, some = jax.jit(make_train(few))(jax.random.key(3))
+    assert set(some) == {"accuracy", "grad_norm"} and metric_names(few) == ("accuracy",
+                                                                             "grad_norm")
+    for name in some:
+        np.testing.assert_allclose(np.asarray(some[name]), np.asarray(every[name]), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(state_few.logits), np.asarray(state.logits),
+                               rtol=1e-6, atol=1e-7)
+
+
 def test_learning_raises_accuracy():
     cfg = SMALL.replace(num_steps=40, learning_rate=0.1)
     _, m = train_seeds(cfg, jax.random.key(0), 4)
@@ -236,6 +258,10 @@ def test_dynamic_sampling_masks_uninformative_groups_and_counts_rounds():
     (dict(num_generations=True), "num_generations=True"),
     (dict(unknown_option=1), "unknown option .unknown_option."),
     (dict(steps=3, max_steps=4), "max_steps=4 conflicts with steps=3"),
+    (dict(metrics=("acc",)), "metrics entry='acc' is not allowed; choose one of 'accuracy'"),
+    (dict(metrics=("pass@64",), eval_ks=(1, 8)), "metrics entry='pass@64'"),
+    (dict(metrics="accuracy"), "metrics='accuracy' is not allowed"),
+    (dict(metrics=()), r"metrics=() is not allowed"),
 ])
 def test_config_errors_name_the_bad_value(bad, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
