@@ -48,7 +48,8 @@ from rlvr_lab.models import transformer
 from rlvr_lab.train import checkpoint, core, sft
 from rlvr_lab.train import config as C
 from rlvr_lab.train import rollout as rollout_stages
-from rlvr_lab.utils import DECODE_COMPILE, jit_cpu_options
+from rlvr_lab.train.seed_threads import threaded_seed_map
+from rlvr_lab.utils import DECODE_COMPILE
 
 
 ROLLOUT_CORRECTIONS = ("none", "tis", "mis")
@@ -168,11 +169,13 @@ def make_optimizer(config: SequenceRLConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
 
 
-def seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None]) -> Callable[..., Any]:
+def seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
+             seeds: tuple[int, int] | None = None) -> Callable[..., Any]:
     """``fn`` over a leading seed axis, one seed after another inside the compiled program
     (``jax.lax.map``), like ``jax.vmap(fn, in_axes)``: ``in_axes`` entries are 0 (mapped) or
     None (shared); further positional arguments are shared, keyword arguments are mapped over
-    axis 0; outputs get the seed axis in front.
+    axis 0; outputs get the seed axis in front. ``seeds=(lo, hi)`` maps only seeds ``lo..hi-1``
+    of the mapped arguments (the same per-seed program; the rest are not read or copied).
 
     Why not ``vmap``: on XLA:CPU the batched program is slower per seed than the unbatched one
     -- seed-batched matmuls (``[S, rows, d]`` by per-seed weights) run as small batched dots,
@@ -193,7 +196,11 @@ def seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None]) -> Callable[
                 full[i] = a
             return fn(*full, **seed_kwargs)
 
-        return jax.lax.map(one, ([args[i] for i in mapped], kwargs))
+        xs = ([args[i] for i in mapped], kwargs)
+        if seeds is None:
+            return jax.lax.map(one, xs)
+        return jax.lax.map(lambda i: one(jax.tree.map(lambda x: x[i], xs)),
+                           jnp.arange(*seeds))
 
     return call
 
@@ -470,8 +477,7 @@ class Trainer:
                                       temperature=cfg.temperature, top_p=cfg.top_p).tokens
 
         # data enter as arguments (not closure constants, which XLA would constant-fold)
-        self._rollout = jit_cpu_options(seed_map(rollout_one, in_axes=(0, 0, None, None)),
-                                        DECODE_COMPILE)
+        self._rollout = threaded_seed_map(rollout_one, (0, 0, None, None), DECODE_COMPILE)
         # group_mask (a stage's valid rollouts) goes by keyword: mapped over seeds (axis 0)
         self._update = mapped_update
         # a rollout stage other than uniform: sampling, host verification (callback) and the
@@ -492,10 +498,8 @@ class Trainer:
         self._stage_init = lambda: self.stage.init(
             sampler(self.base_policy, self.pool_prompts, self.pool_valid), self.stage_shape,
             **stage_options)
-        self._stage = jit_cpu_options(seed_map(stage_one, in_axes=(0, 0, 0, None, None)),
-                                      DECODE_COMPILE)
-        self._eval = jit_cpu_options(seed_map(eval_one, in_axes=(0, 0, None, None)),
-                                     DECODE_COMPILE)
+        self._stage = threaded_seed_map(stage_one, (0, 0, 0, None, None), DECODE_COMPILE)
+        self._eval = threaded_seed_map(eval_one, (0, 0, None, None), DECODE_COMPILE)
         self._pass_at = jax.jit(metrics.pass_at_k)
         self._init_opt = jax.jit(jax.vmap(opt.init))
 

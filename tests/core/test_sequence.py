@@ -166,13 +166,18 @@ def test_rollout_corrections_on_hand_made_mismatch(base):
     rewards = _rewarded_first()
     plain = dataclasses.replace(RL, learning_rate=1e-4)
     _, ref_new, _ = _one_update(base, rewards, plain)
-    # rollout log-probs equal to the trainer's: TIS/MIS weights are 1, the update is unchanged
+    # rollout log-probs equal to the trainer's: TIS/MIS weights are 1, the update is unchanged.
+    # Equal up to float noise: the decoding and training programs round differently (weights
+    # 1 +- 1e-6), and Adam's first step moves an entry with a near-zero gradient by a
+    # sign-like +-lr, so such an entry may differ by a few percent of lr (seen: 1.8e-6 on
+    # one of 4096 entries with AVX-512 kernels)
     for corr in ("tis", "mis"):
         cfg = dataclasses.replace(plain, rollout_correction=corr)
         _, new, out = _one_update(base, rewards, cfg)
         assert abs(float(out["mismatch_k3"])) < 1e-5 and float(out["kept_frac"]) == 1.0
         for a, b in zip(jax.tree.leaves(ref_new.policy), jax.tree.leaves(new.policy)):
-            np.testing.assert_allclose(a, b, atol=1e-6)
+            np.testing.assert_allclose(a, b, atol=0.1 * plain.learning_rate)
+            assert np.mean(np.abs(np.asarray(a) - np.asarray(b)) <= 1e-6) > 0.99
     # rollout engine far more confident than the trainer (rho = e^-3 < 1/C): MIS drops every
     # token (no update); TIS keeps them with weight e^-3 (a smaller, non-zero update)
     sharper = lambda b: b._replace(behav_logp=b.behav_logp + 3.0)  # noqa: E731
