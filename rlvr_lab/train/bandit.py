@@ -56,7 +56,7 @@ class BanditConfig:
     callable (a :class:`~rlvr_lab.train.rollout.RolloutStage` for ``rollout``).
     ``mask_truncated_completions`` is accepted for a shared vocabulary: bank answers are
     never truncated. ``metrics`` names the per-step metrics to record (None: all of
-    :func:`metric_names`); the others are not computed (about 15% of a step on CPU).
+    :func:`metric_names`); the others are not computed (~13% of the bench's step on CPU).
     """
 
     bank: PromptBankConfig = C.option(PromptBankConfig(), C.instance_of(PromptBankConfig))
