@@ -32,7 +32,14 @@ def seed_ranges(num_seeds: int, workers: int) -> list[tuple[int, int]]:
 
 
 def host_workers() -> int:
-    """Threads to split seeds over: the cores on a CPU backend, else 1."""
+    """Threads to split seeds over: ``RLVR_LAB_SEED_THREADS`` if set (a positive integer; 1
+    turns the split off), else the cores on a CPU backend and 1 on other backends."""
+    value = os.environ.get("RLVR_LAB_SEED_THREADS")
+    if value is not None:
+        if not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"RLVR_LAB_SEED_THREADS={value!r} is not allowed; it must be a "
+                             "positive integer")
+        return int(value)
     return (os.cpu_count() or 1) if jax.default_backend() == "cpu" else 1
 
 

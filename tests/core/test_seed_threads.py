@@ -39,6 +39,15 @@ def test_threaded_seed_map_equals_one_compiled_seed_map(monkeypatch, workers):
         np.testing.assert_array_equal(np.asarray(got[name]), np.asarray(want[name]))
 
 
+def test_seed_threads_setting(monkeypatch):
+    monkeypatch.setenv("RLVR_LAB_SEED_THREADS", "3")
+    assert seed_threads.host_workers() == 3
+    for bad in ("0", "two", "-1", ""):
+        monkeypatch.setenv("RLVR_LAB_SEED_THREADS", bad)
+        with pytest.raises(ValueError, match=f"RLVR_LAB_SEED_THREADS={bad!r} is not allowed"):
+            seed_threads.host_workers()
+
+
 def test_seed_map_range_maps_only_those_seeds():
     x = jnp.arange(12.0).reshape(4, 3)
     out = sequence.seed_map(lambda v, c: v * c, (0, None), seeds=(1, 3))(x, 2.0)
