@@ -51,6 +51,7 @@ from rlvr_lab.papers.cures.stage import GroupCounters
 from rlvr_lab.papers.e3 import allocation as e3_alloc
 from rlvr_lab.train import core, sequence, sft
 from rlvr_lab.train import rollout as rollout_stages
+from rlvr_lab.train.seed_threads import threaded_seed_map
 
 
 class Arm(NamedTuple):
@@ -190,7 +191,7 @@ class Driver:
         self.eval_prompts = jnp.tile(jnp.asarray(ev.prompts), (n, 1))
         self.eval_valid = jnp.tile(jnp.asarray(ev.prompt_valid), (n, 1))
         self._steps: dict[int, Any] = {}   # total steps (static: E3's annealing) -> jitted
-        self._sample_eval = jax.jit(sequence.seed_map(self._eval_one, in_axes=(0, 0, None, None)))
+        self._sample_eval = threaded_seed_map(self._eval_one, (0, 0, None, None), {})
         self._init_opt = jax.jit(jax.vmap(sequence.make_optimizer(rl).init))
 
     def step_fn(self, total_steps: int) -> Callable[..., tuple[ArmState, dict[str, jax.Array]]]:
