@@ -19,13 +19,12 @@ ratio on this machine, printed next to it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
-from collections.abc import Callable
 
 from rlvr_lab.benchmarks import Measure, benchmark, best_time
 from rlvr_lab.envs import prompt_bank

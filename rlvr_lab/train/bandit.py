@@ -90,7 +90,7 @@ class BanditConfig:
             raise ValueError(f"num_prompts={self.num_prompts} must be <= bank.num_prompts="
                              f"{self.bank.num_prompts}")
         if self.metrics is not None:
-            allowed = metric_names(self.replace(metrics=None))
+            allowed = _every_metric(self.eval_ks)
             for name in self.metrics:
                 check_choice("metrics entry", name, allowed)
 
@@ -161,12 +161,15 @@ _UPDATE_METRICS = ("loss", "clip_frac", "grad_norm")
 _BATCH_METRICS = ("rollouts", "batch_reward", "valid_frac", "zero_adv_frac")
 
 
+def _every_metric(eval_ks: tuple[int, ...]) -> tuple[str, ...]:
+    exact = ("accuracy", "expected_reward", "entropy", "kl_ref", *(f"pass@{k}" for k in eval_ks))
+    return exact + _UPDATE_METRICS + _BATCH_METRICS
+
+
 def metric_names(config: BanditConfig) -> tuple[str, ...]:
     """The per-step metrics ``train`` records for ``config`` (all when ``config.metrics`` is
     None); ``train`` returns them as a dict (sorted by name, as JAX orders dict keys)."""
-    exact = ("accuracy", "expected_reward", "entropy", "kl_ref",
-             *(f"pass@{k}" for k in config.eval_ks))
-    every = exact + _UPDATE_METRICS + _BATCH_METRICS
+    every = _every_metric(config.eval_ks)
     return every if config.metrics is None else tuple(n for n in every if n in config.metrics)
 
 

@@ -62,11 +62,13 @@ def threaded_seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
 
     def call(*args):
         num_seeds = jax.tree.leaves(args[first])[0].shape[0]
-        ranges = seed_ranges(num_seeds, host_workers())
+        workers = host_workers()
+        ranges = seed_ranges(num_seeds, workers)
         if len(ranges) == 1:
             return ranged(0, num_seeds, *args)
-        # block inside each worker: XLA:CPU runs a program on the thread that waits for it
-        outs = list(_pool(len(ranges)).map(
+        # block inside each worker: XLA:CPU runs a program on the thread that waits for it.
+        # One pool per worker count (not per number of ranges), reused across seed counts
+        outs = list(_pool(workers).map(
             lambda r: jax.block_until_ready(ranged(*r, *args)), ranges))
         return jax.tree.map(lambda *xs: jnp.concatenate(xs), *outs)
 
