@@ -281,7 +281,8 @@ nmax.round(4)
 # The training runs (`rlvr-lab run cures_small` / `e3_small`; in quick mode about a minute
 # each, most of it compiling the step once). This notebook runs them in full mode only
 # (`RLVR_LAB_QUICK=0`, figures saved under the output folder); in quick mode it shows the
-# results stored by an earlier `rlvr-lab run ... --quick` when there are any.
+# results stored by an earlier `rlvr-lab run ... --quick` when there are any, and the committed
+# figure of the full run.
 
 # %%
 import matplotlib.pyplot as plt
@@ -294,6 +295,7 @@ for name in ("cures_small", "e3_small"):
             print(experiments.load(name, quick=True)[["claim", "measured", "verdict"]])
         except FileNotFoundError:
             print(f"{name}: no stored quick result; `rlvr-lab run {name} --quick` makes one")
+        experiments.show_committed_figure(name)
     else:
         out = output_dir() / "05_cures_e3"
         res = experiments.run(name, out_dir=out)

@@ -264,7 +264,8 @@ print({s_: int(stale.ring_get(ring, 5, s_)) for s_ in range(4)})
 # %% [markdown]
 # The study (`rlvr-lab run systems_staleness_small`: S ∈ {0, 2, 4, 8}, naive and decoupled,
 # paired seeds, gated on the S = 0 arm's gain over the SFT base) runs here in full mode only
-# (`RLVR_LAB_QUICK=0`); quick mode shows a stored quick result if there is one.
+# (`RLVR_LAB_QUICK=0`); quick mode shows a stored quick result if there is one,
+# and the committed figure of the full run.
 
 # %%
 from rlvr_lab import experiments as E
@@ -273,6 +274,7 @@ if QUICK:
         print(E.load("systems_staleness_small", quick=True)[["claim", "measured", "verdict"]])
     except FileNotFoundError:
         print("no stored quick result; `rlvr-lab run systems_staleness_small --quick` makes one")
+    E.show_committed_figure("systems_staleness_small")
 else:
     res = E.run("systems_staleness_small", out_dir=OUT)
     plt.close("all")  # its figures are shown from their saved PNGs
@@ -283,16 +285,19 @@ else:
 # ## 8. The claims
 # `rlvr-lab run systems_april` (and `systems_areal`, `systems_echo`, `systems_webgym`,
 # `systems_staleness`, `systems_staleness_small`) computes each paper claim with a stated criterion; a failing claim stays
-# failing with its reason. The full-mode table is in `figures/CLAIMS.md`.
+# failing with its reason. The full-mode table is in `figures/CLAIMS.md`; in quick mode the cell
+# below shows the committed full-run figures.
 
 # %%
 from rlvr_lab import experiments as E
-if not QUICK:
-    for name in ["systems_april", "systems_areal", "systems_echo", "systems_webgym", "systems_staleness"]:
-        res = E.run(name, out_dir=OUT)
-        plt.close("all")  # its figures are shown from their saved PNGs
-        display(res.claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
-        E.show_figures(res, OUT)
+for name in ["systems_april", "systems_areal", "systems_echo", "systems_webgym", "systems_staleness"]:
+    if QUICK:
+        E.show_committed_figure(name)
+        continue
+    res = E.run(name, out_dir=OUT)
+    plt.close("all")  # its figures are shown from their saved PNGs
+    display(res.claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
+    E.show_figures(res, OUT)
 
 # %% [markdown]
 # ## 9. APRIL on the small model: what to do with the stale prefix
@@ -362,7 +367,9 @@ AP.summary(runs).groupby("treatment").mean(numeric_only=True)[
 # the claims: `rlvr-lab run systems_april_prefix`.
 
 # %%
-if not QUICK:
+if QUICK:
+    E.show_committed_figure("systems_april_prefix")
+else:
     res = E.run("systems_april_prefix", out_dir=OUT)
     plt.close("all")  # its figures are shown from their saved PNGs
     display(res.claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])

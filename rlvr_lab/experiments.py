@@ -841,14 +841,33 @@ def show_figures(result: Result, out_dir: str | Path, width: int = 720) -> list[
     """Display in a notebook the PNGs that ``result``'s run saved under ``out_dir`` (an
     experiment run from a notebook closes its figures; this shows them). Returns their paths;
     a figure whose file is missing is reported by name instead of raising."""
-    from IPython.display import Image, display
-
     shown = []
     for name in result.figures:
         path = Path(out_dir) / f"{name}.png"
-        if path.exists():
-            display(Image(filename=str(path), width=width))
+        if _show_png(path, width):
             shown.append(path)
         else:
             print(f"{result.experiment}: figure {name!r} not found at {path}")
     return shown
+
+
+def show_committed_figure(name: str, width: int = 720) -> Path | None:
+    """Display the committed full-run figure ``<figures>/<name>.png`` (what a quick notebook
+    run shows for an experiment it does not run at full size). Returns its path, or None (and
+    says so) when there is none."""
+    path = plotting.figures_dir() / f"{name}.png"
+    if not path.exists():
+        print(f"no committed full-run figure {name!r} at {path}")
+        return None
+    print(f"{name}: the committed full-run figure ({path.name})")
+    _show_png(path, width)
+    return path
+
+
+def _show_png(path: Path, width: int) -> bool:
+    from IPython.display import Image, display
+
+    if not path.exists():
+        return False
+    display(Image(filename=str(path), width=width))
+    return True

@@ -176,3 +176,20 @@ def test_show_figures_displays_the_saved_pngs(tmp_path, monkeypatch, capsys):
     assert show_figures(res, tmp_path) == [tmp_path / "curve.png"]
     assert len(shown) == 1 and isinstance(shown[0], IPython.display.Image)
     assert "figure 'missing' not found" in capsys.readouterr().out
+
+
+def test_show_committed_figure_displays_the_full_run_png(tmp_path, monkeypatch, capsys):
+    import IPython.display
+
+    from rlvr_lab.experiments import show_committed_figure
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    monkeypatch.setenv("RLVR_LAB_FIGURES", str(tmp_path))
+    (tmp_path / "demo.png").write_bytes(
+        b"\x89PNG\r\n\x1a\n" + bytes.fromhex("0000000d49484452000000010000000108020000009077"
+                                              "53de"))
+    assert show_committed_figure("demo") == tmp_path / "demo.png"
+    assert len(shown) == 1 and isinstance(shown[0], IPython.display.Image)
+    assert show_committed_figure("absent") is None and len(shown) == 1
+    assert "no committed full-run figure 'absent'" in capsys.readouterr().out
