@@ -304,6 +304,14 @@ class Rollout(NamedTuple):
     mask: jnp.ndarray
 
 
+def _check_rows(rows, b: int) -> tuple[int, int]:
+    lo, hi = rows
+    if not 0 <= lo < hi <= b:
+        raise ValueError(f"rows={tuple(rows)!r} is not allowed; it must be (lo, hi) with "
+                         f"0 <= lo < hi <= {b} (the number of prompt rows)")
+    return lo, hi
+
+
 def _log_probs(logits, temperature):
     return jax.nn.log_softmax(logits.astype(jnp.float32) / temperature, axis=-1)
 
@@ -333,12 +341,12 @@ def _draw_with(noise, logp, top_p):
 
 
 @functools.partial(jit_cpu_options, options=DECODE_COMPILE,
-                   static_argnames=("max_new_tokens", "top_p", "eos_id", "use_cache"))
+                   static_argnames=("max_new_tokens", "top_p", "eos_id", "use_cache", "rows"))
 def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
            prompt_valid: ArrayLike | None = None, *, max_new_tokens: int,
            temperature: ArrayLike = 1.0, top_p: float = 1.0, eos_id: int = EOS_ID,
            use_cache: bool = True, prefix: ArrayLike | None = None,
-           prefix_len: ArrayLike | None = None) -> Rollout:
+           prefix_len: ArrayLike | None = None, rows: tuple[int, int] | None = None) -> Rollout:
     """Autoregressive sampling of ``max_new_tokens`` tokens after left-padded ``prompts``.
 
     ``key`` a typed PRNG key (step ``i`` uses ``fold_in(key, i)``, so cached and uncached
@@ -351,6 +359,12 @@ def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
     the same causal computation as re-prefilling prompt + prefix); their ``logp``/``entropy``
     are the current policy's. Rows with ``prefix_len = 0`` are sampled exactly as without.
 
+    ``rows=(lo, hi)`` (static) computes only rows ``lo..hi-1`` of the batch, from the noise
+    the whole batch would draw: the same tokens, and on XLA:CPU bitwise the same log-probs for
+    ranges of two or more rows (a single row runs matrix-vector kernels, which round
+    differently: 2e-7 measured). Row ranges on separate host threads are how one seed's
+    sampling uses several cores (:mod:`rlvr_lab.train.seed_threads`).
+
     Speed (XLA:CPU): one prefill pass over the prompts writes a heads-major KV cache, the
     Gumbel noise of every step is drawn in one call before the loop, and each step is a few
     matmuls per layer plus one batched attention over the cache.
@@ -360,16 +374,22 @@ def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
     if (prefix is None) != (prefix_len is None):
         raise ValueError("prefix and prefix_len must be given together")
     b, p = prompts.shape
+    steps = jnp.arange(max_new_tokens)
+    # the noise of step i is gumbel(fold_in(key, i)), as jax.random.categorical would draw it
+    noise = jax.vmap(lambda i: jax.random.gumbel(jax.random.fold_in(key, i),
+                                                 (b, config.vocab_size), jnp.float32))(steps)
+    if rows is not None:
+        lo, hi = _check_rows(rows, b)
+        cut = lambda x: None if x is None else jnp.asarray(x)[lo:hi]  # noqa: E731
+        prompts, prompt_valid, prefix, prefix_len = map(
+            cut, (prompts, prompt_valid, prefix, prefix_len))
+        noise, b = noise[:, lo:hi], hi - lo
     total = p + max_new_tokens
     model = module(policy)
     valid = jnp.concatenate([prompt_valid, jnp.ones((b, max_new_tokens), bool)], axis=1)
     positions = positions_for(valid)
     buffer = jnp.concatenate([prompts, jnp.full((b, max_new_tokens), PAD_ID, jnp.int32)], axis=1)
     columns = jnp.arange(total)
-    steps = jnp.arange(max_new_tokens)
-    # the noise of step i is gumbel(fold_in(key, i)), as jax.random.categorical would draw it
-    noise = jax.vmap(lambda i: jax.random.gumbel(jax.random.fold_in(key, i),
-                                                 (b, config.vocab_size), jnp.float32))(steps)
 
     def choose(i, logits, noise_i, done):
         logp_all = _log_probs(logits, temperature)

@@ -6,8 +6,15 @@ one core and 26-28 ms on two). Independent seeds need not wait for each other, s
 :func:`threaded_seed_map` compiles ``fn`` over a contiguous range of seeds
 (:func:`rlvr_lab.train.sequence.seed_map` with ``seeds=(lo, hi)``) and runs one range per
 host thread, up to one per core; each seed runs the same per-seed program as in a single call,
-so the numbers do not depend on the split. One seed, or a backend other than CPU, runs in one
-call as before.
+so the numbers do not depend on the split. A backend other than CPU runs in one call.
+
+One seed has no seeds to split: functions whose work is independent rows (sampling a batch of
+completions) may instead take a static ``rows=(lo, hi)`` and compute only those rows, which
+:func:`threaded_seed_map` then runs one range per thread (``row_axes``). Measured on the
+``rl_step_mfu`` rollout (64 rows, 2 cores): 24 ms in one call, 16 ms as two 32-row halves,
+with bitwise the same tokens and log-probs (a row's matmuls, softmaxes and draws do not read
+the other rows, and the matrix kernels reduce each row alike whatever the row count, from two
+rows up; the tests check it).
 """
 from __future__ import annotations
 
@@ -48,28 +55,52 @@ def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rlvr-seeds")
 
 
+def _is_axis(x) -> bool:
+    return x is None or isinstance(x, int)
+
+
 def threaded_seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
-                      options: dict | None = None) -> Callable[..., Any]:
+                      options: dict | None = None, *, num_rows: int | None = None,
+                      row_axes: Any = 0) -> Callable[..., Any]:
     """``jit(seed_map(fn, in_axes))`` (compiled with :func:`rlvr_lab.utils.jit_cpu_options`
     ``options``) whose seeds are split into ranges run concurrently on host threads; outputs
-    are concatenated along the seed axis."""
+    are concatenated along the seed axis.
+
+    ``num_rows``: ``fn`` also accepts a static keyword ``rows=(lo, hi)`` and then returns only
+    rows ``lo..hi-1`` of its ``num_rows``; a one-seed call is split into row ranges instead.
+    ``row_axes`` (a prefix of ``fn``'s output tree, like ``vmap``'s ``out_axes``) says which
+    outputs are rows (0: concatenated) and which every range returns whole (None: taken from
+    the first range).
+    """
     from rlvr_lab.train.sequence import seed_map
 
     first = next(i for i, ax in enumerate(in_axes) if ax == 0)
     ranged = jit_cpu_options(
-        lambda lo, hi, *args: seed_map(fn, in_axes, seeds=(lo, hi))(*args), options,
-        static_argnums=(0, 1))
+        lambda lo, hi, rows, *args: seed_map(
+            fn if rows is None else functools.partial(fn, rows=rows), in_axes,
+            seeds=(lo, hi))(*args), options, static_argnums=(0, 1, 2))
+
+    def merge(parts, axis: int):
+        # parts carry the seed axis in front, so a per-seed row axis is axis 1
+        return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1 + axis), *parts)
 
     def call(*args):
         num_seeds = jax.tree.leaves(args[first])[0].shape[0]
         workers = host_workers()
-        ranges = seed_ranges(num_seeds, workers)
-        if len(ranges) == 1:
-            return ranged(0, num_seeds, *args)
+        by_rows = num_seeds == 1 and num_rows is not None and workers > 1
+        # ranges of at least 2 rows: one row runs matrix-vector kernels, which round differently
+        calls = ([(0, 1, r) for r in seed_ranges(num_rows, min(workers, num_rows // 2))]
+                 if by_rows
+                 else [(lo, hi, None) for lo, hi in seed_ranges(num_seeds, workers)])
+        if len(calls) == 1:
+            return ranged(0, num_seeds, None, *args)
         # block inside each worker: XLA:CPU runs a program on the thread that waits for it.
         # One pool per worker count (not per number of ranges), reused across seed counts
         outs = list(_pool(workers).map(
-            lambda r: jax.block_until_ready(ranged(*r, *args)), ranges))
-        return jax.tree.map(lambda *xs: jnp.concatenate(xs), *outs)
+            lambda c: jax.block_until_ready(ranged(*c, *args)), calls))
+        if not by_rows:
+            return jax.tree.map(lambda *xs: jnp.concatenate(xs), *outs)
+        return jax.tree.map(lambda axis, *parts: parts[0] if axis is None else merge(parts, axis),
+                            row_axes, *outs, is_leaf=_is_axis)
 
     return call

@@ -231,21 +231,25 @@ def fold_each(keys: jax.Array, data: ArrayLike) -> jax.Array:
 # ----------------------------------------------------------------------------- pure pieces
 def rollout(key: jax.Array, policy: transformer.Policy, prompts: ArrayLike,
             prompt_valid: ArrayLike, config: SequenceRLConfig,
-            mesh: Mesh | None = None) -> RolloutBatch:
+            mesh: Mesh | None = None, *, rows: tuple[int, int] | None = None) -> RolloutBatch:
     """``num_generations`` completions for each of the ``B`` prompts, rows ordered b*G + g.
 
-    With a ``mesh`` the ``B*G`` rows are sharded over its ``"data"`` axis.
+    With a ``mesh`` the ``B*G`` rows are sharded over its ``"data"`` axis. ``rows=(lo, hi)``
+    returns only rows ``lo..hi-1``, the same numbers as those rows of the whole batch
+    (``transformer.sample``'s ``rows``).
     """
     g = config.num_generations
     prompts = jnp.repeat(prompts, g, axis=0)
     prompt_valid = jnp.repeat(prompt_valid, g, axis=0)
     if mesh is not None:
-        rows = NamedSharding(mesh, P("data"))
-        prompts = jax.lax.with_sharding_constraint(prompts, rows)
-        prompt_valid = jax.lax.with_sharding_constraint(prompt_valid, rows)
+        sharded = NamedSharding(mesh, P("data"))
+        prompts = jax.lax.with_sharding_constraint(prompts, sharded)
+        prompt_valid = jax.lax.with_sharding_constraint(prompt_valid, sharded)
     out = transformer.sample(key, policy, prompts, prompt_valid,
                              max_new_tokens=config.base.max_new_tokens,
-                             temperature=config.temperature, top_p=config.top_p)
+                             temperature=config.temperature, top_p=config.top_p, rows=rows)
+    if rows is not None:
+        prompts, prompt_valid = prompts[rows[0]:rows[1]], prompt_valid[rows[0]:rows[1]]
     return RolloutBatch(prompts, prompt_valid, out.tokens, out.mask, out.logp, out.entropy)
 
 
@@ -464,20 +468,27 @@ class Trainer:
         mesh = self.mesh
         sample_fn = rollout if rollout_fn is None else rollout_fn
 
-        def rollout_one(key, policy, pool_prompts, pool_valid):
+        def rollout_one(key, policy, pool_prompts, pool_valid, rows=None):
             idx = jax.random.choice(jax.random.fold_in(key, 0), pool_prompts.shape[0],
                                     (cfg.num_prompts,), replace=False)
-            batch = sample_fn(jax.random.fold_in(key, 1), policy, pool_prompts[idx],
-                              pool_valid[idx], cfg, mesh)
-            return idx, batch
+            args = (jax.random.fold_in(key, 1), policy, pool_prompts[idx], pool_valid[idx],
+                    cfg, mesh)
+            return idx, (sample_fn(*args) if rows is None else rollout(*args, rows=rows))
 
-        def eval_one(key, policy, prompts, valid):
+        def eval_one(key, policy, prompts, valid, rows=None):
             return transformer.sample(key, policy, prompts, valid,
                                       max_new_tokens=cfg.base.max_new_tokens,
-                                      temperature=cfg.temperature, top_p=cfg.top_p).tokens
+                                      temperature=cfg.temperature, top_p=cfg.top_p,
+                                      rows=rows).tokens
 
+        # one seed: its rows split over host threads (same numbers), unless sampling is
+        # replaced (rollout_fn) or sharded over devices
+        split_rows = rollout_fn is None and mesh is None
         # data enter as arguments (not closure constants, which XLA would constant-fold)
-        self._rollout = threaded_seed_map(rollout_one, (0, 0, None, None), DECODE_COMPILE)
+        self._rollout = threaded_seed_map(
+            rollout_one, (0, 0, None, None), DECODE_COMPILE,
+            num_rows=cfg.num_prompts * cfg.num_generations if split_rows else None,
+            row_axes=(None, 0))
         # group_mask (a stage's valid rollouts) goes by keyword: mapped over seeds (axis 0)
         self._update = mapped_update
         # a rollout stage other than uniform: sampling, host verification (callback) and the
@@ -499,7 +510,8 @@ class Trainer:
             sampler(self.base_policy, self.pool_prompts, self.pool_valid), self.stage_shape,
             **stage_options)
         self._stage = threaded_seed_map(stage_one, (0, 0, 0, None, None), DECODE_COMPILE)
-        self._eval = threaded_seed_map(eval_one, (0, 0, None, None), DECODE_COMPILE)
+        self._eval = threaded_seed_map(eval_one, (0, 0, None, None), DECODE_COMPILE,
+                                       num_rows=self.eval_prompts.shape[0])
         self._pass_at = jax.jit(metrics.pass_at_k)
         self._init_opt = jax.jit(jax.vmap(opt.init))
 

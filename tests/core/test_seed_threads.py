@@ -54,19 +54,44 @@ def test_seed_map_range_maps_only_those_seeds():
     np.testing.assert_array_equal(np.asarray(out), np.asarray(x[1:3] * 2.0))
 
 
-def test_trainer_rollouts_do_not_depend_on_the_thread_split(base, monkeypatch):
-    """Three seeds sampled (training rollouts and held-out evaluation) in one call and split
-    over two threads give the same tokens and log-probs."""
+def _rows_fn(key, x, w, rows=None):
+    noise = jax.random.normal(key, x.shape)   # drawn for all rows, then cut: same draws
+    y = jnp.tanh((x + noise) @ w)
+    total = x.sum()
+    if rows is not None:
+        y = y[rows[0]:rows[1]]
+    return {"y": y, "total": total}
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_one_seed_is_split_into_row_ranges(monkeypatch, workers):
+    monkeypatch.setattr(seed_threads, "host_workers", lambda: workers)
+    keys = jax.random.split(jax.random.key(0), 1)
+    x = jax.random.normal(jax.random.key(1), (1, 7, 4))   # 7 rows: at most 3 ranges
+    w = jax.random.normal(jax.random.key(2), (4, 3))
+    want = jax.jit(sequence.seed_map(_rows_fn, (0, 0, None)))(keys, x, w)
+    got = seed_threads.threaded_seed_map(_rows_fn, (0, 0, None), {}, num_rows=7,
+                                         row_axes={"y": 0, "total": None})(keys, x, w)
+    assert got["y"].shape == (1, 7, 3) and got["total"].shape == (1,)
+    np.testing.assert_array_equal(np.asarray(got["y"]), np.asarray(want["y"]))
+    np.testing.assert_array_equal(np.asarray(got["total"]), np.asarray(want["total"]))
+
+
+@pytest.mark.parametrize("num_seeds,workers", [(3, 2), (1, 2), (1, 3)])
+def test_trainer_rollouts_do_not_depend_on_the_thread_split(base, monkeypatch, num_seeds,
+                                                            workers):
+    """Seeds sampled (training rollouts and held-out evaluation) in one call and split over
+    threads -- by seeds, or one seed by rows -- give bitwise the same tokens, log-probs and
+    hence parameters after a step."""
     key = jax.random.key(5)
     out = {}
-    for workers in (1, 2):
-        monkeypatch.setattr(seed_threads, "host_workers", lambda w=workers: w)
+    for w in (1, workers):
+        monkeypatch.setattr(seed_threads, "host_workers", lambda w=w: w)
         trainer = sequence.Trainer(RL, base_policy=base)
-        state = trainer.init_state(3)
+        state = trainer.init_state(num_seeds)
         state, metrics = trainer.train_step(key, state, 0)
-        out[workers] = (jax.tree.leaves(state.policy), metrics,
-                        trainer.evaluate(key, state, 1))
-    (p1, m1, e1), (p2, m2, e2) = out[1], out[2]
+        out[w] = (jax.tree.leaves(state.policy), metrics, trainer.evaluate(key, state, 1))
+    (p1, m1, e1), (p2, m2, e2) = out[1], out[workers]
     for a, b in zip(p1, p2):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     for name in m1:

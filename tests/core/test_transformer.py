@@ -132,3 +132,27 @@ def test_left_padding_does_not_change_scores(policy):
 def test_prompt_too_long_is_rejected(policy):
     with pytest.raises(ValueError, match="max_len"):
         T.sample(jax.random.key(0), policy, _prompts(), max_new_tokens=30)
+
+
+@pytest.mark.parametrize("rows", [(0, 2), (1, 3), (0, 3)])
+def test_sampling_a_row_range_gives_those_rows_of_the_whole_batch(policy, rows):
+    """``rows=(lo, hi)`` draws the whole batch's noise and computes only its rows: bitwise the
+    same tokens, log-probs and entropies (also for forced prefixes) for ranges of 2 or more
+    rows (one row runs matrix-vector kernels, whose rounding differs)."""
+    key = jax.random.key(4)
+    prefix = jnp.array([[7, 8, 0], [0, 0, 0], [9, 0, 0]], jnp.int32)
+    prefix_len = jnp.array([2, 0, 1])
+    for extra in ({}, {"prefix": prefix, "prefix_len": prefix_len}):
+        whole = T.sample(key, policy, _prompts(), max_new_tokens=10, **extra)
+        part = T.sample(key, policy, _prompts(), max_new_tokens=10, rows=rows, **extra)
+        for name in whole._fields:
+            np.testing.assert_array_equal(np.asarray(getattr(part, name)),
+                                          np.asarray(getattr(whole, name))[rows[0]:rows[1]],
+                                          err_msg=name)
+
+
+@pytest.mark.parametrize("rows", [(0, 0), (2, 1), (-1, 2), (0, 4)])
+def test_bad_row_range_is_rejected(policy, rows):
+    with pytest.raises(ValueError, match=r"rows=.* is not allowed; it must be \(lo, hi\) with "
+                                         r"0 <= lo < hi <= 3"):
+        T.sample(jax.random.key(0), policy, _prompts(), max_new_tokens=4, rows=rows)
