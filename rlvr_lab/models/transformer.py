@@ -129,6 +129,42 @@ def _attention(q, k, v, mask):
     return jnp.einsum("bhts,bhsd->bhtd", probs, v)
 
 
+@jax.custom_jvp
+def _rows_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    return jax.lax.dot_general(x, kernel, (((1,), (0,)), ((), ())))
+
+
+@_rows_matmul.defjvp
+def _rows_matmul_jvp(primals, tangents):
+    """``d(x W) = dx W + x dW``, the second term written as a contraction of an explicit,
+    materialised ``x^T``: its transpose -- the weight gradient ``x^T g`` -- is then a plain
+    ``[in, rows] @ [rows, out]`` matmul. XLA:CPU otherwise contracts ``x``'s row axis in place,
+    1.3-1.7x slower for the model's shapes (measured on 2560 rows, float32: 222 -> 386 GFLOP/s
+    for [2560, 512]^T [2560, 128], 330 -> 409 for [2560, 128]^T [2560, 384]). The barrier keeps
+    XLA from folding the transpose back into the dot."""
+    x, kernel = primals
+    dx, dkernel = tangents
+    x_t = jax.lax.optimization_barrier(x.T)
+    out = _rows_matmul(x, kernel)
+    tangent = (jax.lax.dot_general(dx, kernel, (((1,), (0,)), ((), ())))
+               + jax.lax.dot_general(x_t, dkernel, (((0,), (0,)), ((), ()))))
+    return out, tangent
+
+
+def _dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
+                 **kwargs):
+    """``jax.lax.dot_general`` for the linear layers: a 2-D ``[rows, in] @ [in, out]`` goes
+    through :func:`_rows_matmul` (same forward, a faster weight gradient on CPU)."""
+    (contract_l, contract_r), (batch_l, batch_r) = dimension_numbers
+    if (lhs.ndim == 2 and rhs.ndim == 2 and tuple(contract_l) == (1,)
+            and tuple(contract_r) == (0,) and not batch_l and not batch_r
+            and precision is None and preferred_element_type is None
+            and kwargs.get("out_sharding") is None):
+        return _rows_matmul(lhs, rhs)
+    return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
+                               preferred_element_type=preferred_element_type, **kwargs)
+
+
 class Block(nnx.Module):
     """Pre-LN block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
 
@@ -136,12 +172,13 @@ class Block(nnx.Module):
         d = cfg.d_model
         self.cfg = cfg
         self.ln1 = nnx.LayerNorm(d, rngs=rngs)
-        self.qkv = nnx.Linear(d, 3 * d, use_bias=False, rngs=rngs)
+        linear = functools.partial(nnx.Linear, dot_general=_dot_general, rngs=rngs)
+        self.qkv = linear(d, 3 * d, use_bias=False)
         out_init = nnx.initializers.normal(0.02 / (2 * cfg.n_layers) ** 0.5)  # GPT-2 scaling
-        self.proj = nnx.Linear(d, d, use_bias=False, kernel_init=out_init, rngs=rngs)
+        self.proj = linear(d, d, use_bias=False, kernel_init=out_init)
         self.ln2 = nnx.LayerNorm(d, rngs=rngs)
-        self.up = nnx.Linear(d, cfg.ff, rngs=rngs)
-        self.down = nnx.Linear(cfg.ff, d, kernel_init=out_init, rngs=rngs)
+        self.up = linear(d, cfg.ff)
+        self.down = linear(cfg.ff, d, kernel_init=out_init)
 
     def act(self, site: str, x: jax.Array) -> jax.Array:
         """The config's activation hook at ``site`` (identity when ``act_hook`` is None)."""

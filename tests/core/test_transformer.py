@@ -156,3 +156,39 @@ def test_bad_row_range_is_rejected(policy, rows):
     with pytest.raises(ValueError, match=r"rows=.* is not allowed; it must be \(lo, hi\) with "
                                          r"0 <= lo < hi <= 3"):
         T.sample(jax.random.key(0), policy, _prompts(), max_new_tokens=4, rows=rows)
+
+
+def test_linear_layers_differentiate_like_a_plain_matmul():
+    """The linear layers' matmul (its weight gradient from a materialised ``x^T``) has the
+    plain matmul's value, forward-mode and reverse-mode derivatives (float64 reference)."""
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(7, 5)), jnp.float32)
+    w = jnp.asarray(rng.normal(size=(5, 3)), jnp.float32)
+    g = rng.normal(size=(7, 3))
+    xd, wd = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    y, vjp = jax.vjp(T._rows_matmul, x, w)
+    np.testing.assert_allclose(y, xd @ wd, rtol=1e-5)
+    dx, dw = vjp(jnp.asarray(g, jnp.float32))
+    np.testing.assert_allclose(dx, g @ wd.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dw, xd.T @ g, rtol=1e-5, atol=1e-5)
+    tx, tw = rng.normal(size=(7, 5)), rng.normal(size=(5, 3))
+    _, tangent = jax.jvp(T._rows_matmul, (x, w), (jnp.asarray(tx, jnp.float32),
+                                                  jnp.asarray(tw, jnp.float32)))
+    np.testing.assert_allclose(tangent, tx @ wd + xd @ tw, rtol=1e-5, atol=1e-5)
+    batched = jax.vmap(jax.grad(lambda x, w: T._rows_matmul(x, w).sum(), argnums=1))
+    np.testing.assert_allclose(batched(jnp.stack([x, 2 * x]), jnp.stack([w, w]))[1],
+                               2 * xd.T @ np.ones((7, 3)), rtol=1e-5)
+
+
+def test_policy_gradient_matches_the_plain_matmul_model(policy, monkeypatch):
+    """Swapping the linear layers' matmul for ``lax.dot_general`` changes the parameter
+    gradient of a score only by float rounding."""
+    prompts, comp = _prompts(), jnp.array([[3, 4, 5], [6, 7, 8], [9, 3, 4]], jnp.int32)
+    loss = lambda p: T.score(p, prompts, None, comp).sum()  # noqa: E731
+    fast = jax.grad(loss)(policy)
+    assert "optimization_barrier" in str(jax.make_jaxpr(jax.grad(loss))(policy))
+    monkeypatch.setattr(T, "_rows_matmul", lambda x, w: jax.lax.dot_general(
+        x, w, (((1,), (0,)), ((), ()))))
+    plain = jax.jit(jax.grad(loss))(policy)
+    for a, b in zip(jax.tree.leaves(fast), jax.tree.leaves(plain)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
