@@ -13,7 +13,11 @@ Model FLOPs per step = 2 x params per generated token + 6 x params per trained t
 
 - ``rl_step_mfu``: one seed;
 - ``rl_step_mfu_8_seeds``: 8 seeds in one call (``seed_map``), per-seed MFU (FLOPs of 8 steps
-  over the time of the 8-seed step), the price a multi-seed study pays per seed.
+  over the time of the 8-seed step), the price a multi-seed study pays per seed;
+- ``rl_step_mfu_bf16``: one seed with the linear layers in bfloat16 (``TransformerConfig.
+  dtype``, mixed precision), MFU against a 2048^2 *bfloat16* matmul measured in the same run:
+  on CPUs with AVX-512 BF16 that peak is about twice float32's, so this line says how much
+  of the faster matmuls the step keeps (no goal: the studies train in float32).
 
 Each line says whether the process ran with the command line's malloc tuning
 (:data:`rlvr_lab.cli.MALLOC_TUNABLES`, on for ``rlvr-lab bench`` unless
@@ -22,6 +26,7 @@ mapped afresh at every call, about 25% of the step.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import jax
@@ -51,9 +56,10 @@ def step_flops(config: sequence.SequenceRLConfig) -> float:
     return rows * (2.0 * params * new + 6.0 * params * mc.max_len)
 
 
-def _measure(name: str, quick: bool, num_seeds: int) -> Measure:
+def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
+             dtype: str = "float32") -> Measure:
     config = step_config(quick)
-    mc = config.base.model_config()
+    mc = dataclasses.replace(config.base.model_config(), dtype=dtype)
     policy = transformer.init(jax.random.key(0), mc)
     trainer = sequence.Trainer(config, base_policy=policy)
     state = trainer.init_state(num_seeds)
@@ -69,19 +75,19 @@ def _measure(name: str, quick: bool, num_seeds: int) -> Measure:
 
     # best of 10 (20): a step is ~0.2 s and this machine's speed drifts between calls
     seconds = best_time(one, 10 if quick else 20)
-    peak = matmul_peak(2048, 3)
+    peak = matmul_peak(2048, 3, dtype)
     flops = num_seeds * step_flops(config)
     mfu = flops / seconds / peak
     per = f"{seconds / num_seeds * 1e3:.0f} ms per seed-step, " if num_seeds > 1 else ""
+    target = "no goal" if goal is None else f"goal >= {goal:g}"
     return Measure(name, mfu,
                    f"MFU {mfu:.1%} per seed: GRPO step (rollout + verify + update) of "
                    f"{mc.num_params() / 1e6:.2f}M params, {PROMPTS}x{GENERATIONS} completions, "
                    f"prompt {config.base.prompt_width} + {config.base.max_new_tokens} new tokens"
-                   f", beta 0, {num_seeds} seed(s): {seconds * 1e3:.0f} ms per step ({per}"
-                   f"{flops / seconds / 1e9:.1f} GFLOP/s model vs {peak / 1e9:.1f} GFLOP/s "
-                   f"matmul peak); goal >= {0.5 if num_seeds == 1 else 0.4}; "
-                   f"{jax.devices()[0].platform}, {_malloc_setting()}",
-                   goal=0.5 if num_seeds == 1 else 0.4)
+                   f", beta 0, {num_seeds} seed(s), {dtype} linear layers: "
+                   f"{seconds * 1e3:.0f} ms per step ({per}{flops / seconds / 1e9:.1f} GFLOP/s "
+                   f"model vs {peak / 1e9:.1f} GFLOP/s {dtype} matmul peak); {target}; "
+                   f"{jax.devices()[0].platform}, {_malloc_setting()}", goal=goal)
 
 
 def _malloc_setting() -> str:
@@ -96,9 +102,14 @@ def _malloc_setting() -> str:
 
 @benchmark("rl_step_mfu")
 def rl_step_mfu(quick: bool) -> Measure:
-    return _measure("rl_step_mfu", quick, 1)
+    return _measure("rl_step_mfu", quick, 1, 0.5)
 
 
 @benchmark("rl_step_mfu_8_seeds")
 def rl_step_mfu_8_seeds(quick: bool) -> Measure:
-    return _measure("rl_step_mfu_8_seeds", quick, 8)
+    return _measure("rl_step_mfu_8_seeds", quick, 8, 0.4)
+
+
+@benchmark("rl_step_mfu_bf16")
+def rl_step_mfu_bf16(quick: bool) -> Measure:
+    return _measure("rl_step_mfu_bf16", quick, 1, None, "bfloat16")

@@ -50,6 +50,9 @@ EOS_ID = 2
 
 
 # ----------------------------------------------------------------------------- config
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
     """Static architecture of the policy.
@@ -63,6 +66,17 @@ class TransformerConfig:
     values written to the KV cache (``"k"``, ``"v"``, shape ``[B, T, H, Dh]``). Used by
     :mod:`rlvr_lab.papers.fp8.quant` for W8A8 / FP8-KV fake-quantised rollouts. It is left out
     of the ``repr`` so checkpoint structure strings (and cached SFT bases) are unchanged.
+
+    ``dtype``: the operand dtype of the four linear layers' matmuls, ``"float32"`` (default)
+    or ``"bfloat16"`` (mixed precision: inputs and weights rounded to bfloat16, products
+    accumulated and returned in float32, also in the gradient matmuls; parameters, residual
+    stream, attention, KV cache, LayerNorms, softmaxes and the optimizer stay float32). On
+    CPUs with AVX-512 BF16 such matmuls run about twice as fast as float32 (measured: 883 vs
+    472 GFLOP/s on [2560, 128] @ [128, 512]; with a bfloat16 *result* they ran at 352, slower
+    than float32). Numbers change by bfloat16 rounding (8-bit mantissa): a bfloat16 run is not
+    a float32 run. bfloat16 layers support reverse-mode differentiation only (``jax.grad``,
+    ``jax.vjp``). Left out of the ``repr`` too: parameters are float32 either way, so
+    checkpoints load into both.
     """
 
     vocab_size: int
@@ -72,6 +86,7 @@ class TransformerConfig:
     n_heads: int = 4
     d_ff: int | None = None
     act_hook: Any = dataclasses.field(default=None, repr=False)
+    dtype: str = dataclasses.field(default="float32", repr=False)
 
     def __post_init__(self):
         for name in ("vocab_size", "max_len", "d_model", "n_layers", "n_heads"):
@@ -82,6 +97,9 @@ class TransformerConfig:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.d_ff is not None and (not isinstance(self.d_ff, int) or self.d_ff < 1):
             raise ValueError(f"d_ff={self.d_ff!r} is not allowed; use a positive int or None")
+        if self.dtype not in COMPUTE_DTYPES:
+            raise ValueError(f"dtype={self.dtype!r} is not allowed; use one of "
+                             f"{', '.join(COMPUTE_DTYPES)}")
         if self.act_hook is not None and not callable(self.act_hook):
             raise ValueError(f"act_hook={self.act_hook!r} is not allowed; use a callable or None")
 
@@ -129,9 +147,12 @@ def _attention(q, k, v, mask):
     return jnp.einsum("bhts,bhsd->bhtd", probs, v)
 
 
+_ROWS = (((1,), (0,)), ((), ()))   # dot_general dimensions of [rows, in] @ [in, out]
+
+
 @jax.custom_jvp
 def _rows_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
-    return jax.lax.dot_general(x, kernel, (((1,), (0,)), ((), ())))
+    return jax.lax.dot_general(x, kernel, _ROWS)
 
 
 @_rows_matmul.defjvp
@@ -151,16 +172,45 @@ def _rows_matmul_jvp(primals, tangents):
     return out, tangent
 
 
+@jax.custom_vjp
+def _rows_matmul_bf16(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """``x @ kernel`` of bfloat16 operands, accumulated and returned in float32."""
+    return jax.lax.dot_general(x, kernel, _ROWS, preferred_element_type=jnp.float32)
+
+
+def _rows_matmul_bf16_fwd(x, kernel):
+    return _rows_matmul_bf16(x, kernel), (x, kernel)
+
+
+def _rows_matmul_bf16_bwd(residuals, g):
+    # the gradient matmuls take bfloat16 operands too (XLA:CPU's fast kernels need bfloat16
+    # inputs with a float32 result), the weight gradient again from a materialised x^T
+    x, kernel = residuals
+    g = g.astype(x.dtype)
+    dx = jax.lax.dot_general(g, kernel, (((1,), (1,)), ((), ())),
+                             preferred_element_type=jnp.float32)
+    dkernel = jax.lax.dot_general(jax.lax.optimization_barrier(x.T), g, _ROWS,
+                                  preferred_element_type=jnp.float32)
+    return dx.astype(x.dtype), dkernel.astype(kernel.dtype)
+
+
+_rows_matmul_bf16.defvjp(_rows_matmul_bf16_fwd, _rows_matmul_bf16_bwd)
+
+
 def _dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
                  **kwargs):
     """``jax.lax.dot_general`` for the linear layers: a 2-D ``[rows, in] @ [in, out]`` goes
-    through :func:`_rows_matmul` (same forward, a faster weight gradient on CPU)."""
+    through :func:`_rows_matmul` (same forward, a faster weight gradient on CPU), or with
+    bfloat16 operands and a float32 result through :func:`_rows_matmul_bf16`."""
     (contract_l, contract_r), (batch_l, batch_r) = dimension_numbers
-    if (lhs.ndim == 2 and rhs.ndim == 2 and tuple(contract_l) == (1,)
+    rows = (lhs.ndim == 2 and rhs.ndim == 2 and tuple(contract_l) == (1,)
             and tuple(contract_r) == (0,) and not batch_l and not batch_r
-            and precision is None and preferred_element_type is None
-            and kwargs.get("out_sharding") is None):
+            and precision is None and kwargs.get("out_sharding") is None)
+    if rows and preferred_element_type is None:
         return _rows_matmul(lhs, rhs)
+    if (rows and lhs.dtype == rhs.dtype == jnp.bfloat16
+            and preferred_element_type == jnp.float32):
+        return _rows_matmul_bf16(lhs, rhs)
     return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
                                preferred_element_type=preferred_element_type, **kwargs)
 
@@ -172,7 +222,10 @@ class Block(nnx.Module):
         d = cfg.d_model
         self.cfg = cfg
         self.ln1 = nnx.LayerNorm(d, rngs=rngs)
-        linear = functools.partial(nnx.Linear, dot_general=_dot_general, rngs=rngs)
+        # float32: no dtype options, so the layers compute exactly as before the option existed
+        low = {} if cfg.dtype == "float32" else {"dtype": jnp.dtype(cfg.dtype),
+                                                 "preferred_element_type": jnp.float32}
+        linear = functools.partial(nnx.Linear, dot_general=_dot_general, rngs=rngs, **low)
         self.qkv = linear(d, 3 * d, use_bias=False)
         out_init = nnx.initializers.normal(0.02 / (2 * cfg.n_layers) ** 0.5)  # GPT-2 scaling
         self.proj = linear(d, d, use_bias=False, kernel_init=out_init)

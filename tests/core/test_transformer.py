@@ -192,3 +192,45 @@ def test_policy_gradient_matches_the_plain_matmul_model(policy, monkeypatch):
     plain = jax.jit(jax.grad(loss))(policy)
     for a, b in zip(jax.tree.leaves(fast), jax.tree.leaves(plain)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_bfloat16_linear_layers_sample_and_score_close_to_float32(policy):
+    """``dtype="bfloat16"``: same parameters, finite log-probs within bfloat16 rounding of the
+    float32 model's, float32 outputs and gradients; float32 configs keep their repr."""
+    import dataclasses
+    bf = T.Policy(dataclasses.replace(CFG, dtype="bfloat16"), policy.params)
+    assert repr(bf.config) == repr(CFG)
+    comp = jnp.array([[3, 4, 5], [6, 7, 8], [9, 3, 4]], jnp.int32)
+    lp32, lp16 = T.score(policy, _prompts(), None, comp), T.score(bf, _prompts(), None, comp)
+    assert lp16.dtype == jnp.float32 and np.all(np.isfinite(lp16))
+    np.testing.assert_allclose(lp16, lp32, atol=0.05)
+    out = T.sample(jax.random.key(2), bf, _prompts(), max_new_tokens=6)
+    assert out.logp.dtype == jnp.float32 and np.all(np.isfinite(out.logp))
+    np.testing.assert_allclose(T.score(bf, _prompts(), None, out.tokens) * out.mask,
+                               out.logp, atol=1e-2)
+    grads = jax.grad(lambda p: T.score(T.Policy(bf.config, p), _prompts(), None, comp).sum())(
+        bf.params)
+    assert all(g.dtype == jnp.float32 and np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
+
+
+def test_unknown_compute_dtype_is_rejected():
+    with pytest.raises(ValueError, match="dtype='float16' is not allowed; use one of float32, "
+                                         "bfloat16"):
+        T.TransformerConfig(vocab_size=10, dtype="float16")
+
+
+def test_bfloat16_matmul_and_its_gradients_match_a_float64_reference():
+    """bfloat16 operands, float32 results: value and both gradients equal the float64 products
+    of the bfloat16-rounded operands up to float32 accumulation; cotangents keep bfloat16."""
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.normal(size=(9, 6)), jnp.bfloat16)
+    w = jnp.asarray(rng.normal(size=(6, 4)), jnp.bfloat16)
+    g = jnp.asarray(rng.normal(size=(9, 4)), jnp.bfloat16)   # exactly representable in bf16
+    xd, wd, gd = (np.asarray(a, np.float64) for a in (x, w, g))
+    y, vjp = jax.vjp(T._rows_matmul_bf16, x, w)
+    assert y.dtype == jnp.float32
+    np.testing.assert_allclose(y, xd @ wd, rtol=1e-5, atol=1e-5)
+    dx, dw = vjp(g.astype(jnp.float32))
+    assert dx.dtype == dw.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(dx, np.float64), gd @ wd.T, rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(np.asarray(dw, np.float64), xd.T @ gd, rtol=1e-2, atol=1e-2)
