@@ -167,7 +167,7 @@ def _rows_matmul_jvp(primals, tangents):
     dx, dkernel = tangents
     x_t = jax.lax.optimization_barrier(x.T)
     out = _rows_matmul(x, kernel)
-    tangent = (jax.lax.dot_general(dx, kernel, (((1,), (0,)), ((), ())))
+    tangent = (jax.lax.dot_general(dx, kernel, _ROWS)
                + jax.lax.dot_general(x_t, dkernel, (((0,), (0,)), ((), ()))))
     return out, tangent
 
