@@ -58,13 +58,15 @@ def loop_options(cells: float) -> dict[str, int]:
     return FAST_COMPILE if cells < LOOP_LEVEL_1_CELLS else LOOP_COMPILE
 
 
-# XLA:CPU's YNNPACK fusions off (jaxlib's ``xla_cpu_experimental_ynn_fusion_type`` empty: dots go
-# to XLA's own kernels). For the KV-cache decoding loop of the small model, whose matmuls are
-# [64 x 128] by [128 x 512]: measured with the ``rl_step_mfu`` bench shapes, rollout 63 -> 52 ms
-# and held-out sampling 64 -> 52 ms (one seed), 565 -> 466 ms (8 seeds), same tokens, log-probs
-# within 1e-6. Not for the update (its [2560 x 128] matmuls are ~3% faster with YNNPACK) nor
-# the bank trainers (no gain). Dropped where the installed jaxlib lacks the option.
-DECODE_COMPILE = {"xla_cpu_experimental_ynn_fusion_type": ""}
+# XLA:CPU options of the small model's KV-cache decoding loop: the defaults (optimisation
+# level 2, YNNPACK fusions on). Since one seed's rows are split over host threads
+# (:mod:`rlvr_lab.train.seed_threads`), each thread decodes [32 x 128] by [128 x 512] matmuls,
+# where YNNPACK beats XLA's own kernels. Measured with the ``rl_step_mfu`` bench shapes,
+# YNNPACK off -> on, 4 interleaved processes each: rollout of 1 seed 20.2-20.9 -> 15.1-17.1
+# ms, 4 seeds 78-80 -> 68-79 ms, 8 seeds 156-157 -> 131-156 ms; one unsplit 64-row call
+# 26.6-27.1 -> 24.9-26.7 ms. (YNNPACK was off here before the row split: then it lost on
+# 64-row matmuls, rollout 52 vs 63 ms.) Tokens equal, log-probs differ by float rounding.
+DECODE_COMPILE: dict = {}
 
 
 @functools.lru_cache(maxsize=None)

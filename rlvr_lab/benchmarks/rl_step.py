@@ -19,6 +19,10 @@ Model FLOPs per step = 2 x params per generated token + 6 x params per trained t
   on CPUs with AVX-512 BF16 that peak is about twice float32's, so this line says how much
   of the faster matmuls the step keeps (no goal: the studies train in float32).
 
+Each line also times the step's rollout and update on their own, each with its MFU on its own
+FLOPs: the decode's matmuls are a few rows each and run far below the peak, so the step's MFU
+sits between the two.
+
 Each line says whether the process ran with the command line's malloc tuning
 (:data:`rlvr_lab.cli.MALLOC_TUNABLES`, on for ``rlvr-lab bench`` unless
 ``RLVR_LAB_MALLOC_TUNING=0``): the update's 155 MB of temporaries are then reused instead of
@@ -30,6 +34,7 @@ import dataclasses
 import os
 
 import jax
+import jax.numpy as jnp
 
 from rlvr_lab.benchmarks import Measure, benchmark, best_time
 from rlvr_lab.benchmarks.transformer import matmul_peak
@@ -48,12 +53,42 @@ def step_config(quick: bool) -> sequence.SequenceRLConfig:
                                      num_train_problems=512, eval_problems=8)
 
 
-def step_flops(config: sequence.SequenceRLConfig) -> float:
+def phase_flops(config: sequence.SequenceRLConfig) -> tuple[float, float]:
+    """Model FLOPs of one step's ``(rollout, update)``: 2 x params per generated token and
+    6 x params per trained token (prompt + completion, padded)."""
     mc = config.base.model_config()
     rows = config.num_prompts * config.num_generations
-    new = config.base.max_new_tokens
     params = mc.num_params()
-    return rows * (2.0 * params * new + 6.0 * params * mc.max_len)
+    return (rows * 2.0 * params * config.base.max_new_tokens,
+            rows * 6.0 * params * mc.max_len)
+
+
+def step_flops(config: sequence.SequenceRLConfig) -> float:
+    return sum(phase_flops(config))
+
+
+def _phase_seconds(trainer: sequence.Trainer, key: jax.Array, state: sequence.TrainState,
+                   repeats: int) -> tuple[float, float]:
+    """Best times of the step's two compiled phases on their own, ``(rollout, update)``, as
+    :meth:`~rlvr_lab.train.sequence.Trainer.train_step` calls them; says where a step's time
+    goes (the step also verifies on the host)."""
+    num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
+    keys = trainer.step_keys(key, 0, num_seeds)
+
+    def rollout():
+        return jax.block_until_ready(trainer._rollout(
+            sequence.fold_each(keys, 0), state.policy, trainer.pool_prompts, trainer.pool_valid))
+
+    idx, batch = rollout()
+    rewards = jnp.asarray(trainer.verify(idx, batch.tokens)[0])
+
+    def update():
+        return jax.block_until_ready(trainer._update(
+            sequence.fold_each(keys, 1), state, trainer.base_policy, batch, rewards,
+            trainer.config))
+
+    update()   # compiled by the step already; a first call settles the allocator
+    return best_time(rollout, repeats), best_time(update, repeats)
 
 
 def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
@@ -75,9 +110,12 @@ def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
 
     # best of 10 (20): a step is ~0.2 s and this machine's speed drifts between calls
     seconds = best_time(one, 10 if quick else 20)
+    roll_s, update_s = _phase_seconds(trainer, key, holder["state"], 5 if quick else 10)
     peak = matmul_peak(2048, 3, dtype)
     flops = num_seeds * step_flops(config)
     mfu = flops / seconds / peak
+    roll_mfu, update_mfu = (num_seeds * f / s / peak
+                            for f, s in zip(phase_flops(config), (roll_s, update_s)))
     per = f"{seconds / num_seeds * 1e3:.0f} ms per seed-step, " if num_seeds > 1 else ""
     target = "no goal" if goal is None else f"goal >= {goal:g}"
     return Measure(name, mfu,
@@ -86,7 +124,9 @@ def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
                    f"prompt {config.base.prompt_width} + {config.base.max_new_tokens} new tokens"
                    f", beta 0, {num_seeds} seed(s), {dtype} linear layers: "
                    f"{seconds * 1e3:.0f} ms per step ({per}{flops / seconds / 1e9:.1f} GFLOP/s "
-                   f"model vs {peak / 1e9:.1f} GFLOP/s {dtype} matmul peak); {target}; "
+                   f"model vs {peak / 1e9:.1f} GFLOP/s {dtype} matmul peak; on their own the "
+                   f"rollout takes {roll_s * 1e3:.0f} ms at MFU {roll_mfu:.0%}, the update "
+                   f"{update_s * 1e3:.0f} ms at {update_mfu:.0%}); {target}; "
                    f"{jax.devices()[0].platform}, {_malloc_setting()}", goal=goal)
 
 

@@ -450,10 +450,10 @@ def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
     are the current policy's. Rows with ``prefix_len = 0`` are sampled exactly as without.
 
     ``rows=(lo, hi)`` (static) computes only rows ``lo..hi-1`` of the batch, from the noise
-    the whole batch would draw: the same tokens, and on XLA:CPU bitwise the same log-probs for
-    ranges of two or more rows (a single row runs matrix-vector kernels, which round
-    differently: 2e-7 measured). Row ranges on separate host threads are how one seed's
-    sampling uses several cores (:mod:`rlvr_lab.train.seed_threads`).
+    the whole batch would draw: the same tokens, and log-probs equal up to float rounding
+    (XLA:CPU's matrix kernels round a row depending on the call's row count). Row ranges on
+    separate host threads are how one seed's sampling uses several cores
+    (:mod:`rlvr_lab.train.seed_threads`, which fixes the ranges by the row count alone).
 
     Speed (XLA:CPU): one prefill pass over the prompts writes a heads-major KV cache, the
     Gumbel noise of every step is drawn in one call before the loop, and each step is a few

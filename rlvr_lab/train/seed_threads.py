@@ -10,11 +10,14 @@ so the numbers do not depend on the split. A backend other than CPU runs in one 
 
 One seed has no seeds to split: functions whose work is independent rows (sampling a batch of
 completions) may instead take a static ``rows=(lo, hi)`` and compute only those rows, which
-:func:`threaded_seed_map` then runs one range per thread (``row_axes``). Measured on the
-``rl_step_mfu`` rollout (64 rows, 2 cores): 24 ms in one call, 16 ms as two 32-row halves,
-with bitwise the same tokens and log-probs (a row's matmuls, softmaxes and draws do not read
-the other rows, and the matrix kernels reduce each row alike whatever the row count, from two
-rows up; the tests check it).
+:func:`threaded_seed_map` then runs as :data:`ROW_RANGES` ranges on the threads
+(``row_axes``). A row's matmuls, softmaxes and draws do not read the other rows, but YNNPACK's
+matrix kernels (XLA:CPU's default) round a row differently depending on how many rows a call
+has (measured: an entropy metric off by 6e-8 between one 32-row call and two 16-row halves),
+so the ranges depend only on the row count, never on the number of cores or threads: a
+one-seed run gives the same numbers on any CPU with the same kernels. Measured on the
+``rl_step_mfu`` rollout (64 rows, 2 cores): 24 ms in one call (XLA's own kernels), 15-17 ms
+as two 32-row halves with YNNPACK (see :data:`rlvr_lab.utils.DECODE_COMPILE`).
 """
 from __future__ import annotations
 
@@ -38,9 +41,14 @@ def seed_ranges(num_seeds: int, workers: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+# row ranges of a one-seed call on CPU (fixed: the numbers must not depend on the core count)
+ROW_RANGES = 2
+
+
 def host_workers() -> int:
     """Threads to split seeds over: ``RLVR_LAB_SEED_THREADS`` if set (a positive integer; 1
-    turns the split off), else the cores on a CPU backend and 1 on other backends."""
+    turns the seed split off and runs a one-seed call's row ranges one after the other), else
+    the cores on a CPU backend and 1 on other backends."""
     value = os.environ.get("RLVR_LAB_SEED_THREADS")
     if value is not None:
         if not value.strip().isdigit() or int(value) < 1:
@@ -67,7 +75,8 @@ def threaded_seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
     are concatenated along the seed axis.
 
     ``num_rows``: ``fn`` also accepts a static keyword ``rows=(lo, hi)`` and then returns only
-    rows ``lo..hi-1`` of its ``num_rows``; a one-seed call is split into row ranges instead.
+    rows ``lo..hi-1`` of its ``num_rows``; a one-seed call on CPU is split into
+    :data:`ROW_RANGES` row ranges (of at least 2 rows) instead, whatever the thread count.
     ``row_axes`` (a prefix of ``fn``'s output tree, like ``vmap``'s ``out_axes``) says which
     outputs are rows (0: concatenated) and which every range returns whole (None: taken from
     the first range).
@@ -87,9 +96,10 @@ def threaded_seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
     def call(*args):
         num_seeds = jax.tree.leaves(args[first])[0].shape[0]
         workers = host_workers()
-        by_rows = num_seeds == 1 and num_rows is not None and workers > 1
+        by_rows = (num_seeds == 1 and num_rows is not None
+                   and jax.default_backend() == "cpu")
         # ranges of at least 2 rows: one row runs matrix-vector kernels, which round differently
-        calls = ([(0, 1, r) for r in seed_ranges(num_rows, min(workers, num_rows // 2))]
+        calls = ([(0, 1, r) for r in seed_ranges(num_rows, min(ROW_RANGES, num_rows // 2))]
                  if by_rows
                  else [(lo, hi, None) for lo, hi in seed_ranges(num_seeds, workers)])
         if len(calls) == 1:

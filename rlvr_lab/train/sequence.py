@@ -78,6 +78,12 @@ class SequenceRLConfig:
     ``mask_stale`` drops tokens flagged in ``RolloutBatch.stale`` from the loss (APRIL's
     "mask" treatment). ``track_mismatch`` (implied by a correction) reports ``mismatch_k1``,
     ``mismatch_k3``, ``mismatch_chi2`` per step at the cost of one extra scoring pass.
+
+    ``kl`` (the k3 estimate of KL(pi || ref) on the rollouts, ref = the SFT base) is reported
+    when ``beta > 0`` (the loss scores the reference on every row anyway) or ``track_kl``; with
+    ``beta = 0`` and no ``track_kl`` the reference is not scored at all, as TRL's GRPO trainer
+    does not load it then. ``track_kl`` alone scores it on the first completion of each group:
+    the same estimate from 1/G of the rows.
     """
 
     base: sft.SFTConfig = C.option(sft.PRESETS["quick"], C.instance_of(sft.SFTConfig))
@@ -114,6 +120,7 @@ class SequenceRLConfig:
     correction_cap: float = C.option(2.0, C.above_one)
     mask_stale: bool = C.option(False, C.boolean)
     track_mismatch: bool = C.option(False, C.boolean)
+    track_kl: bool = C.option(False, C.boolean)
 
     def __post_init__(self):
         rollouts = self.num_prompts * self.num_generations
@@ -347,11 +354,14 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
                                               cap=config.correction_cap)
         token_mask = token_mask & accepted
     # the reference pass: on every row when the loss needs it (beta > 0); when KL is only
-    # reported, on the first completion of each group -- the same k3 estimate of KL(pi || ref)
-    # from 1/G of the rows, sparing most of a forward pass per step
-    kl_rows = batch if config.beta > 0 else jax.tree.map(
-        lambda x: None if x is None else x[::rewards.shape[-1]], batch)
-    ref_logp = jax.lax.stop_gradient(score(ref_policy, kl_rows))
+    # reported (track_kl), on the first completion of each group; else not at all
+    kl_rows = ref_logp = None
+    if config.beta > 0:
+        kl_rows = batch
+    elif config.track_kl:
+        kl_rows = jax.tree.map(lambda x: None if x is None else x[::rewards.shape[-1]], batch)
+    if kl_rows is not None:
+        ref_logp = jax.lax.stop_gradient(score(ref_policy, kl_rows))
 
     def objective(policy, mb):
         logp = score(policy, mb["batch"])
@@ -384,8 +394,10 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
         entropy=losses.masked_mean(batch.entropy, valid),
         zero_adv_frac=((flat_adv == 0) & adv.keep.reshape(-1)).sum()
         / jnp.maximum(adv.keep.sum(), 1),
-        kl=losses.masked_mean(losses.kl("k3", kl_rows.behav_logp, ref_logp), kl_rows.mask),
     )
+    if kl_rows is not None:
+        out["kl"] = losses.masked_mean(losses.kl("k3", kl_rows.behav_logp, ref_logp),
+                                       kl_rows.mask)
     if need_train_logp and (correct or config.track_mismatch):
         mismatch = losses.mismatch_metrics(train_logp, batch.behav_logp, valid)
         out.update({f"mismatch_{k}": v for k, v in mismatch.items()})
@@ -668,7 +680,8 @@ def run(config: SequenceRLConfig, key: jax.Array, num_seeds: int = 1, *,
             save()
         if verbose:
             print(f"step {steps_done}: pass1 {np.mean(out['pass1']):.3f} "
-                  f"reward {np.mean(out['reward']):.3f} kl {np.mean(out['kl']):.4f}")
+                  f"reward {np.mean(out['reward']):.3f}"
+                  + (f" kl {np.mean(out['kl']):.4f}" if "kl" in out else ""))
     save()
     return Run(state=state, steps_done=steps_done,
                history={k: np.stack(v) for k, v in history.items()},

@@ -81,8 +81,8 @@ def test_one_seed_is_split_into_row_ranges(monkeypatch, workers):
 def test_trainer_rollouts_do_not_depend_on_the_thread_split(base, monkeypatch, num_seeds,
                                                             workers):
     """Seeds sampled (training rollouts and held-out evaluation) in one call and split over
-    threads -- by seeds, or one seed by rows -- give bitwise the same tokens, log-probs and
-    hence parameters after a step."""
+    threads -- by seeds, or one seed in row ranges fixed by the row count -- give bitwise the
+    same tokens, log-probs and hence parameters after a step."""
     key = jax.random.key(5)
     out = {}
     for w in (1, workers):

@@ -206,6 +206,38 @@ def test_mask_stale_drops_flagged_tokens(base):
         dataclasses.replace(RL, correction_cap=1.0)
 
 
+def test_kl_metric_only_when_asked_and_equal_to_a_float64_k3(base):
+    """``kl`` = masked mean of k3 = exp(d) - d - 1, d = log ref - log behav: on the first
+    completion of each group with ``track_kl``, on every row with ``beta > 0``, and absent (no
+    reference pass) with neither."""
+    ref = T.init(jax.random.key(9), TINY.model_config())    # far from the base: KL well above 0
+    g = RL.num_generations
+
+    def kl_of(config):
+        state = sequence.TrainState(base, sequence.make_optimizer(config).init(base))
+        prompts, valid = sft.encode(TINY, sft.problems(TINY, "train")[:config.num_prompts])[:2]
+        batch = sequence.rollout(jax.random.key(3), base, jnp.asarray(prompts),
+                                 jnp.asarray(valid), config)
+        _, out = jax.jit(sequence.update, static_argnums=5)(
+            jax.random.key(4), state, ref, batch, jnp.asarray(_rewarded_first(), jnp.float32),
+            config)
+        ref_logp = np.asarray(T.score(ref, batch.prompts, batch.prompt_valid, batch.tokens),
+                              np.float64)
+        d = ref_logp - np.asarray(batch.behav_logp, np.float64)
+        k3, mask = np.exp(d) - d - 1.0, np.asarray(batch.mask)
+        return out.get("kl"), k3, mask
+
+    kl, _, _ = kl_of(RL)
+    assert RL.beta == 0 and not RL.track_kl and kl is None
+    kl, k3, mask = kl_of(dataclasses.replace(RL, track_kl=True))
+    first = slice(None, None, g)
+    expect = (k3[first] * mask[first]).sum() / mask[first].sum()
+    assert expect > 0.1
+    np.testing.assert_allclose(float(kl), expect, rtol=1e-4)
+    kl, k3, mask = kl_of(dataclasses.replace(RL, beta=0.05))
+    np.testing.assert_allclose(float(kl), (k3 * mask).sum() / mask.sum(), rtol=1e-4)
+
+
 def test_resume_reproduces_the_uninterrupted_run(base, tmp_path):
     key = jax.random.key(7)
     trainer = sequence.Trainer(RL, base_policy=base)
@@ -221,7 +253,7 @@ def test_resume_reproduces_the_uninterrupted_run(base, tmp_path):
     for a, b in zip(jax.tree.leaves(full.state), jax.tree.leaves(resumed.state)):
         np.testing.assert_array_equal(a, b)
     assert set(full.frame().metric) >= {"pass1", "pass_at_4", "entropy", "clip_frac",
-                                        "zero_adv_frac", "response_length", "kl"}
+                                        "zero_adv_frac", "response_length"}
     # a checkpoint of another run (here: another key) is reported and ignored
     with pytest.warns(UserWarning, match="not used"):
         fresh = sequence.run(RL, jax.random.key(8), 2, trainer=trainer, checkpoint_path=path,

@@ -119,3 +119,4 @@ def test_rl_step_bench_config_and_flops():
     p = mc.num_params()
     assert 0.7e6 < p < 0.9e6
     assert rl_step.step_flops(cfg) == pytest.approx(64 * (2 * p * 32 + 6 * p * 40))
+    assert rl_step.phase_flops(cfg) == pytest.approx((64 * 2 * p * 32, 64 * 6 * p * 40))

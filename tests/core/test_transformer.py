@@ -36,7 +36,7 @@ def test_cached_and_uncached_sampling_agree(policy):
 
 
 def test_sampling_compiled_with_decode_options_matches_default_compile(policy):
-    """``sample`` compiles with utils.DECODE_COMPILE (XLA:CPU's YNNPACK fusions off) at top
+    """``sample`` compiles with utils.DECODE_COMPILE (not the toolkit's FAST_COMPILE) at top
     level and with the caller's options inside another jit: same tokens, log-probs within
     float rounding of a plain ``jax.jit`` of the same function."""
     from rlvr_lab import utils
@@ -136,9 +136,9 @@ def test_prompt_too_long_is_rejected(policy):
 
 @pytest.mark.parametrize("rows", [(0, 2), (1, 3), (0, 3)])
 def test_sampling_a_row_range_gives_those_rows_of_the_whole_batch(policy, rows):
-    """``rows=(lo, hi)`` draws the whole batch's noise and computes only its rows: bitwise the
-    same tokens, log-probs and entropies (also for forced prefixes) for ranges of 2 or more
-    rows (one row runs matrix-vector kernels, whose rounding differs)."""
+    """``rows=(lo, hi)`` draws the whole batch's noise and computes only its rows: the same
+    tokens, log-probs and entropies up to float rounding (also for forced prefixes); the
+    matrix kernels may round a row differently in calls of different row counts."""
     key = jax.random.key(4)
     prefix = jnp.array([[7, 8, 0], [0, 0, 0], [9, 0, 0]], jnp.int32)
     prefix_len = jnp.array([2, 0, 1])
@@ -146,9 +146,12 @@ def test_sampling_a_row_range_gives_those_rows_of_the_whole_batch(policy, rows):
         whole = T.sample(key, policy, _prompts(), max_new_tokens=10, **extra)
         part = T.sample(key, policy, _prompts(), max_new_tokens=10, rows=rows, **extra)
         for name in whole._fields:
-            np.testing.assert_array_equal(np.asarray(getattr(part, name)),
-                                          np.asarray(getattr(whole, name))[rows[0]:rows[1]],
-                                          err_msg=name)
+            got = np.asarray(getattr(part, name))
+            want = np.asarray(getattr(whole, name))[rows[0]:rows[1]]
+            if got.dtype.kind == "f":
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=name)
 
 
 @pytest.mark.parametrize("rows", [(0, 0), (2, 1), (-1, 2), (0, 4)])
