@@ -76,16 +76,15 @@ def _phase_seconds(trainer: sequence.Trainer, key: jax.Array, state: sequence.Tr
     keys = trainer.step_keys(key, 0, num_seeds)
 
     def rollout():
-        return jax.block_until_ready(trainer._rollout(
-            sequence.fold_each(keys, 0), state.policy, trainer.pool_prompts, trainer.pool_valid))
+        return jax.block_until_ready(
+            trainer.sample_batch(sequence.fold_each(keys, 0), state.policy))
 
     idx, batch = rollout()
     rewards = jnp.asarray(trainer.verify(idx, batch.tokens)[0])
 
     def update():
-        return jax.block_until_ready(trainer._update(
-            sequence.fold_each(keys, 1), state, trainer.base_policy, batch, rewards,
-            trainer.config))
+        return jax.block_until_ready(
+            trainer.update_from_batch(sequence.fold_each(keys, 1), state, batch, rewards))
 
     update()   # compiled by the step already; a first call settles the allocator
     return best_time(rollout, repeats), best_time(update, repeats)

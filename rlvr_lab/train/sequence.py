@@ -558,20 +558,33 @@ class Trainer:
             probs, np.asarray(tokens).transpose(1, 0, 2), self.config.reward_scheme)
         return (np.asarray(rewards, np.float32).T.copy(), np.asarray(correct, bool).T.copy())
 
+    def sample_batch(self, keys: jax.Array,
+                     policy: transformer.Policy) -> tuple[jax.Array, RolloutBatch]:
+        """The uniform rollout phase of a step: per-seed keys ``[S]`` -> pool indices of the
+        sampled prompts ``[S, B]`` and their completions (rows ``[S, B*G, ...]``)."""
+        return self._rollout(keys, policy, self.pool_prompts, self.pool_valid)
+
+    def update_from_batch(self, keys: jax.Array, state: TrainState, batch: RolloutBatch,
+                          rewards: ArrayLike, group_mask: ArrayLike | None = None
+                          ) -> tuple[TrainState, dict[str, jax.Array]]:
+        """The update phase of a step: per-seed keys ``[S]``, a sampled batch and its rewards
+        ``[S, B, G]`` (``group_mask``: the valid rollouts of a stage) -> new state and the
+        update's metrics."""
+        if self.mesh is not None:
+            batch = jax.tree.map(lambda x: _shard(x, self.mesh, 1), batch)
+        extra = {} if group_mask is None else {"group_mask": group_mask}
+        return self._update(keys, state, self.base_policy, batch, jnp.asarray(rewards),
+                            self.config, **extra)
+
     def train_step(self, key: jax.Array, state: TrainState,
                    step: int) -> tuple[TrainState, dict[str, np.ndarray]]:
         if self.stage is not None:
             return self._stage_step(key, state, step)
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
         keys = self.step_keys(key, step, num_seeds)
-        policy = state.policy
-        idx, batch = self._rollout(fold_each(keys, 0), policy,
-                                   self.pool_prompts, self.pool_valid)
+        idx, batch = self.sample_batch(fold_each(keys, 0), state.policy)
         rewards, correct = self.verify(idx, batch.tokens)
-        if self.mesh is not None:
-            batch = jax.tree.map(lambda x: _shard(x, self.mesh, 1), batch)
-        state, out = self._update(fold_each(keys, 1), state,
-                                  self.base_policy, batch, jnp.asarray(rewards), self.config)
+        state, out = self.update_from_batch(fold_each(keys, 1), state, batch, rewards)
         out = {k: np.asarray(v) for k, v in out.items()}
         g = self.config.num_generations
         out["pass1"] = correct.mean(axis=(1, 2))
@@ -586,9 +599,9 @@ class Trainer:
                                             state.policy, state.rollout_state,
                                             self.pool_prompts, self.pool_valid)
         batch = jax.vmap(rows_of)(groups)
-        state, out = self._update(fold_each(keys, 1),
-                                  state.replace(rollout_state=rollout_state), self.base_policy,
-                                  batch, groups.rewards, self.config, group_mask=groups.mask)
+        state, out = self.update_from_batch(fold_each(keys, 1),
+                                            state.replace(rollout_state=rollout_state), batch,
+                                            groups.rewards, group_mask=groups.mask)
         out = {k: np.asarray(v) for k, v in out.items()}
         mask = np.asarray(groups.mask)
         correct = np.asarray(groups.correct) & mask

@@ -40,8 +40,8 @@ def test_uniform_stage_by_hand_matches_the_trainer(base):
     state = tr.init_state(1)
     key = jax.random.key(3)
     keys = tr.step_keys(key, 0, 1)
-    idx, batch = tr._rollout(jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys), state.policy,
-                             tr.pool_prompts, tr.pool_valid)
+    idx, batch = tr.sample_batch(jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys),
+                                 state.policy)
     rewards, _ = tr.verify(idx, batch.tokens)
     sampler = sequence.SequenceSampler(jax.tree.map(lambda x: x[0], state.policy),
                                        tr.pool_prompts, tr.pool_valid, RL, sequence.rollout,

@@ -495,8 +495,7 @@ class SpecDriver:
             pool_idx = np.broadcast_to(np.asarray(idx), (num_seeds, b))
             rewards, correct = tr.verify(pool_idx, spec.batch.tokens)
             k_upd = sequence.fold_each(keys, 1)
-            state, metrics = tr._update(k_upd, state, tr.base_policy, spec.batch,
-                                        jnp.asarray(rewards), rl)
+            state, metrics = tr.update_from_batch(k_upd, state, spec.batch, rewards)
             record = {
                 "epoch": np.full(num_seeds, epoch),
                 "generated": np.asarray(spec.generated).sum(-1),
