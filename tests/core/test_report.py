@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from rlvr_lab import cli, experiments, report
+from rlvr_lab import bibliography, cli, experiments, report
 
 FRAME = pd.DataFrame({
     "paper": ["DARS", "DARS", "DARS", "ECHO-2", "E3", "Other"],
@@ -73,3 +73,48 @@ def test_committed_readme_matches_committed_claims():
     block = report.verdict_table(pd.read_csv(csv))
     assert report.replace_block(text, block) == text, (
         "README verdict table is stale: run `python -m rlvr_lab.report`")
+
+
+def _claims(verdicts, measured, settings=None):
+    n = len(verdicts)
+    return pd.DataFrame({"experiment": ["e"] * n, "claim": [f"c{i}" for i in range(n)],
+                         "paper": ["DARS"] * n,
+                         "setting": settings or ["bank"] * n, "verdict": verdicts,
+                         "measured": measured})
+
+
+def test_verdict_changes_and_rounding_table():
+    base = _claims(["pass", "fail", "pass", "not evaluated"], [1.0, 2.0, 3.0, None],
+                   ["bank", "small model", "small model", "bank"])
+    other = _claims(["pass", "pass", "pass"], [1.1, 2.5, 3.0]).drop(columns="setting")
+    both = report.verdict_changes(base, other)
+    assert both.changed.tolist() == [False, True, False, False]
+    assert both.other_verdict.tolist() == ["pass", "pass", "pass", "not evaluated"]
+    text = report.rounding_table(base, other)
+    assert "| bank | 1 | 0 |" in text and "| small model | 2 | 1 |" in text
+    assert "| **all** | **3** | **1** |" in text
+    assert "| e | `c1` | fail | pass | 2 | 2.5 |" in text
+    assert "`c0`" not in text
+
+
+def test_rounding_block_in_the_readme(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{report.ROUNDING_START}\nstale\n{report.ROUNDING_END}\ny\n")
+    base, other = tmp_path / "a.csv", tmp_path / "b.csv"
+    _claims(["pass", "fail"], [1.0, 2.0]).to_csv(base, index=False)
+    _claims(["pass", "pass"], [1.0, 3.0]).to_csv(other, index=False)
+    report.main(["--rounding", str(other), str(base), str(readme)])
+    text = readme.read_text()
+    assert "stale" not in text and "| **all** | **2** | **1** |" in text
+    assert text.startswith("x\n") and text.endswith("y\n")
+
+
+def test_committed_readme_matches_the_committed_rounding_run():
+    csv, other = (report.ROOT / "figures" / "claims.csv", report.ROOT / report.ROUNDING_CSV)
+    if not (csv.is_file() and other.is_file()):
+        pytest.skip("no committed rounding run")
+    text = (report.ROOT / "README.md").read_text()
+    block = report.rounding_table(pd.read_csv(csv), pd.read_csv(other))
+    assert bibliography.replace_block(text, block, report.ROUNDING_START,
+                                      report.ROUNDING_END) == text, (
+        "README rounding table is stale: run `python -m rlvr_lab.report --rounding`")
