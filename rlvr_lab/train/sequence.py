@@ -569,9 +569,9 @@ class Trainer:
                           ) -> tuple[TrainState, dict[str, jax.Array]]:
         """The update phase of a step: per-seed keys ``[S]``, a sampled batch and its rewards
         ``[S, B, G]`` (``group_mask``: the valid rollouts of a stage) -> new state and the
-        update's metrics."""
-        if self.mesh is not None:
-            batch = jax.tree.map(lambda x: _shard(x, self.mesh, 1), batch)
+        update's metrics. The batch stays where it is: :meth:`train_step` spreads a uniform
+        step's rows over a data-parallel mesh first (a stage's ``B * G_max`` rows need not
+        divide among the devices)."""
         extra = {} if group_mask is None else {"group_mask": group_mask}
         return self._update(keys, state, self.base_policy, batch, jnp.asarray(rewards),
                             self.config, **extra)
@@ -584,6 +584,8 @@ class Trainer:
         keys = self.step_keys(key, step, num_seeds)
         idx, batch = self.sample_batch(fold_each(keys, 0), state.policy)
         rewards, correct = self.verify(idx, batch.tokens)
+        if self.mesh is not None:
+            batch = jax.tree.map(lambda x: _shard(x, self.mesh, 1), batch)
         state, out = self.update_from_batch(fold_each(keys, 1), state, batch, rewards)
         out = {k: np.asarray(v) for k, v in out.items()}
         g = self.config.num_generations
