@@ -66,7 +66,8 @@ def verdict_changes(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
 
 
 def rounding_table(base: pd.DataFrame, other: pd.DataFrame, *,
-                   source: str = ROUNDING_CSV.as_posix()) -> str:
+                   source: str = ROUNDING_CSV.as_posix(),
+                   base_source: str = "figures/claims.csv") -> str:
     """The Markdown block: per setting, claims evaluated in both runs and how many changed
     verdict; then each changed claim with both verdicts and both measured values."""
     both = verdict_changes(base, other)
@@ -83,7 +84,7 @@ def rounding_table(base: pd.DataFrame, other: pd.DataFrame, *,
             lines.append(f"| {row.experiment} | `{row.claim}` | {row.verdict} | "
                          f"{row.other_verdict} | {_number(row.measured)} | "
                          f"{_number(row.other_measured)} |")
-    lines += ["", f"Verdicts of `figures/claims.csv` against `{source}` (the same full "
+    lines += ["", f"Verdicts of `{base_source}` against `{source}` (the same full "
               "reproduction, matmuls rounded by XLA's own kernels)."]
     return "\n".join(lines)
 
@@ -165,7 +166,8 @@ def main(argv: list[str] | None = None) -> None:
         other = Path(argv[1]) if len(argv) > 1 else ROOT / ROUNDING_CSV
         csv = Path(argv[2]) if len(argv) > 2 else io.figures_dir() / "claims.csv"
         readme = Path(argv[3]) if len(argv) > 3 else ROOT / "README.md"
-        block = rounding_table(pd.read_csv(csv), pd.read_csv(other), source=_shown(other))
+        block = rounding_table(pd.read_csv(csv), pd.read_csv(other), source=_shown(other),
+                               base_source=_shown(csv))
         readme.write_text(bibliography.replace_block(readme.read_text(), block,
                                                      ROUNDING_START, ROUNDING_END))
         print(f"wrote {readme}")
