@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 import pandas as pd
 
+from rlvr_lab import claims as claims_engine
 from rlvr_lab import io as _io
 from rlvr_lab import plotting
 from rlvr_lab._registry import Registry, positive_int
@@ -43,9 +44,13 @@ if TYPE_CHECKING:
     import jax
     from matplotlib.figure import Figure
 
+DECISION_COLUMNS = ("rule", "estimate", "ci_low", "ci_high", "threshold", "fail_threshold",
+                    "direction", "level", "n_seeds", "n_bases", "unit", "estimand",
+                    "interval_method", "stable")
 CLAIM_COLUMNS = ("experiment", "paper", "setting", "claim", "statement", "paper_value",
-                 "paper_ref", "measured", "measured_text", "criterion", "verdict", "reason")
-VERDICTS = ("pass", "fail", "inconclusive", "not evaluated")
+                 "paper_ref", "measured", "measured_text", "criterion", "verdict",
+                 "reason") + DECISION_COLUMNS
+VERDICTS = ("pass", "fail", "inconclusive", claims_engine.NOT_APPLICABLE, "not evaluated")
 SETTINGS = ("bank", "small model", "simulator", "theory", "toy")
 
 
@@ -73,6 +78,21 @@ class Claim:
     setting: str = ""
     paper_ref: str = ""
     measured_text: str = ""
+    # the engine's columns (rlvr_lab.claims); empty for a claim not decided by the engine
+    rule: str = ""
+    estimate: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    threshold: float = math.nan
+    fail_threshold: float = math.nan
+    direction: str = ""
+    level: float = math.nan
+    n_seeds: int = 0
+    n_bases: int = 0
+    unit: str = ""
+    estimand: str = ""
+    interval_method: str = ""
+    stable: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -80,14 +100,22 @@ class Claim:
                              f"{', '.join(map(repr, VERDICTS))}")
 
     def row(self) -> dict:
-        measured = self.measured
-        if isinstance(measured, float) and math.isfinite(measured):
-            measured = float(f"{measured:.6g}")
+        measured = _rounded(self.measured)
         return {"experiment": self.experiment, "paper": self.paper, "setting": self.setting,
                 "claim": self.id, "statement": self.statement,
                 "paper_value": self.paper_value, "paper_ref": self.paper_ref,
                 "measured": measured, "measured_text": self.measured_text,
-                "criterion": self.criterion, "verdict": self.verdict, "reason": self.reason}
+                "criterion": self.criterion, "verdict": self.verdict, "reason": self.reason,
+                **{name: _rounded(getattr(self, name)) for name in DECISION_COLUMNS}}
+
+    @classmethod
+    def from_decision(cls, decision: claims_engine.Decision) -> Claim:
+        """The row of one engine decision: the verdict follows from its own columns."""
+        s, fields = decision.spec, decision.row_fields()
+        return cls(id=s.id, paper=s.paper, statement=s.statement, paper_value=s.paper_value,
+                   measured=fields["estimate"], criterion=s.criterion,
+                   verdict=decision.verdict, reason=decision.reason, setting=s.setting,
+                   paper_ref=s.paper_ref, **fields)
 
     @property
     def passed(self) -> bool | None:
@@ -97,6 +125,13 @@ class Claim:
     @property
     def status(self) -> str:
         return {"fail": "FAIL"}.get(self.verdict, self.verdict)
+
+
+def _rounded(x):
+    """Six significant digits for a finite float (the CSV's precision); other values as is."""
+    if isinstance(x, float) and math.isfinite(x):
+        return float(f"{x:.6g}")
+    return x
 
 
 def claim(id: str, statement: str, measured: Any, passed: object, criterion: str, *,
@@ -158,11 +193,48 @@ class Context:
     seed: int = 0
     figures: list = field(default_factory=list)
     tables: list = field(default_factory=list)
+    declared: tuple[claims_engine.Declared, ...] = ()
+    plan: claims_engine.SeedPlan | None = None
 
     def key(self, salt: int = 0) -> jax.Array:
-        """A typed ``jax.random.key`` derived from the run seed (and an optional salt)."""
+        """A typed ``jax.random.key`` derived from the run seed (and an optional salt).
+
+        New code should name its randomness with :meth:`stream` instead of a number."""
         import jax
         return jax.random.fold_in(jax.random.key(self.seed), salt)
+
+    def stream(self, name: str) -> jax.Array:
+        """The named randomness stream ``name`` of this run (e.g. ``"rl"``, ``"heldout"``):
+        a typed key folded from the run seed and a stable hash of the name, so streams are
+        independent and adding one never shifts another."""
+        import zlib
+
+        import jax
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"stream name={name!r} is not allowed; give a non-empty string")
+        return jax.random.fold_in(jax.random.key(self.seed), zlib.crc32(name.encode()) >> 1)
+
+    def _specs(self) -> list[claims_engine.Declared]:
+        if not self.declared:
+            raise RuntimeError(f"experiment {self.name!r} declares no claims as "
+                               "rlvr_lab.claims.Declared objects")
+        return list(self.declared)
+
+    def decide(self, samples, *, seeds_per_base: int = 1) -> list[Claim]:
+        """Decide every declared claim of this experiment from ``{claim id: sample}`` (one
+        look; see :func:`rlvr_lab.claims.decide_all`)."""
+        return [Claim.from_decision(d) for d in claims_engine.decide_all(
+            self._specs(), samples, seeds_per_base=seeds_per_base)]
+
+    def sequential(self, measure) -> tuple[list[Claim], claims_engine.SequentialResult]:
+        """Decide every declared claim with seeds nested in SFT bases, adding batches of bases
+        while a claim is undecided (:func:`rlvr_lab.claims.decide_sequentially` with this
+        run's :attr:`plan`). ``measure(bases, open_ids) -> {claim id: sample}``."""
+        if self.plan is None:
+            raise RuntimeError(f"experiment {self.name!r} has no SeedPlan; pass plan= and "
+                               "quick_plan= to @experiment")
+        result = claims_engine.decide_sequentially(self._specs(), measure, self.plan)
+        return [Claim.from_decision(d) for d in result.decisions], result
 
     def progress(self, iterable: Iterable, desc: str,
                  total: int | None = None) -> Iterable[Any]:
@@ -198,6 +270,16 @@ class Experiment:
     quick_seeds: int = 4
     setting: str = ""  # fills the claims' empty ``setting``
     sft_bases: tuple[str, ...] = ()  # names in ``sft.PRESETS`` of the SFT bases it trains from
+    declared: tuple[claims_engine.Declared, ...] = ()  # the claims, when declared objects
+    plan: claims_engine.SeedPlan | None = None        # full runs: seeds nested in SFT bases
+    quick_plan: claims_engine.SeedPlan | None = None  # quick runs
+
+    def plan_for(self, quick: bool, seeds: int | None = None) -> claims_engine.SeedPlan | None:
+        """The run's seed plan; an explicit ``seeds`` sets the seeds per base."""
+        plan = self.quick_plan if quick else self.plan
+        if plan is not None and seeds is not None:
+            plan = dataclasses.replace(plan, seeds_per_base=seeds)
+        return plan
 
     @property
     def module_file(self) -> str:
@@ -224,10 +306,17 @@ _EXPERIMENTS: Registry = Registry("experiment")
 _F = TypeVar("_F", bound="Callable[[Context], list[Claim]]")
 
 
-def experiment(name: str, *, paper: str, claims: Iterable[str], default_seeds: int = 16,
-               quick_seeds: int = 4, description: str = "",
-               setting: str = "", sft_bases: Iterable[str] = ()) -> Callable[[_F], _F]:
+def experiment(name: str, *, paper: str, claims: Iterable[str | claims_engine.Declared],
+               default_seeds: int = 16, quick_seeds: int = 4, description: str = "",
+               setting: str = "", sft_bases: Iterable[str] = (),
+               plan: claims_engine.SeedPlan | None = None,
+               quick_plan: claims_engine.SeedPlan | None = None) -> Callable[[_F], _F]:
     """Decorator registering ``fn(ctx) -> list[Claim]`` as an experiment.
+
+    ``claims``: the :class:`rlvr_lab.claims.Declared` claims (their ids are the experiment's
+    claim ids; ``ctx.decide`` / ``ctx.sequential`` decide them), or bare ids for an experiment
+    that builds its rows itself. ``plan`` / ``quick_plan``: seeds nested in SFT bases for full
+    and quick runs (``ctx.plan``); given together or not at all.
 
     ``setting`` (one of ``SETTINGS``) is where its claims are tested; it fills each returned
     claim's empty ``setting`` (a claim may still set its own). ``sft_bases``: the
@@ -245,12 +334,25 @@ def experiment(name: str, *, paper: str, claims: Iterable[str], default_seeds: i
             raise ValueError(f"experiment {name!r}: sft_bases={unknown!r} are not allowed; "
                              f"choose from {', '.join(map(repr, sft.PRESETS))}")
 
+    claims = tuple(claims)
+    declared = tuple(c for c in claims if isinstance(c, claims_engine.Declared))
+    if declared and len(declared) != len(claims):
+        raise ValueError(f"experiment {name!r}: claims mixes Declared objects and bare ids")
+    ids = tuple(c.id if isinstance(c, claims_engine.Declared) else c for c in claims)
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"experiment {name!r}: a claim id is declared twice in {ids}")
+    declared = tuple(dataclasses.replace(
+        d, paper=d.paper or paper, setting=d.setting or setting,
+        paper_ref=d.paper_ref or _bib_ref(d.id)) for d in declared)
+    if (plan is None) != (quick_plan is None):
+        raise ValueError(f"experiment {name!r}: give plan= and quick_plan= together")
+
     def deco(fn):
         doc = description or (inspect.getdoc(fn) or "").split("\n\n")[0]
         _EXPERIMENTS.register(name, Experiment(
-            name=name, paper=paper, claims=tuple(claims), fn=fn, description=doc,
+            name=name, paper=paper, claims=ids, fn=fn, description=doc,
             default_seeds=default_seeds, quick_seeds=quick_seeds, setting=setting,
-            sft_bases=sft_bases))
+            sft_bases=sft_bases, declared=declared, plan=plan, quick_plan=quick_plan))
         return fn
 
     return deco
@@ -519,12 +621,14 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
     """
     exp = get(name)
     out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
+    explicit_seeds = seeds
     seeds, chash, cached = _stored(exp, quick=quick, seeds=seeds, out=out, seed=seed,
                                    force=force)
     if cached is not None:
         return cached
     path = _result_path(out, name)
-    ctx = Context(name=name, quick=quick, seeds=seeds, out_dir=out, seed=seed)
+    ctx = Context(name=name, quick=quick, seeds=seeds, out_dir=out, seed=seed,
+                  declared=exp.declared, plan=exp.plan_for(quick, explicit_seeds))
     start = time.perf_counter()
     error = ""
     try:
@@ -621,12 +725,18 @@ def claims_markdown(df: pd.DataFrame, *, quick: bool) -> str:
     lines = ["# Claims", "",
              f"Generated by `rlvr-lab reproduce{' --quick' if quick else ''}`; every measured "
              "value is computed in that run. All papers: " + verdict_counts(df) + ".", "",
-             "**How to read.** Each claim has the paper's statement and value, our measured "
-             "value, the criterion applied to it, and a verdict: `pass`/`fail` from the "
-             "criterion; `inconclusive` when the run cannot decide (the reason says what "
-             "would); `not evaluated` when the run did not compute it. A failing claim is a "
-             "result, not a bug. Machine-readable: `claims.csv` (numeric `measured`, text in "
-             "`measured_text`).", "",
+             "**How to read.** Each claim is declared once beside its experiment (the "
+             "paper's statement and value, the estimand measured per seed, a rule and its "
+             "thresholds fixed before the run) and decided by one engine "
+             "(`rlvr_lab.claims`): `pass` when the interval lies wholly on the pass side of "
+             "`threshold`, `fail` when it lies wholly on the fail side of `fail_threshold`, "
+             "`inconclusive` otherwise (the reason says about how many seeds would decide it); "
+             "`not applicable here` for a mechanism this hardware cannot express (the "
+             "measurement is kept); `not evaluated` when the run did not compute it. "
+             "Small-model seeds are nested in several SFT bases and their intervals are over "
+             "base means. A failing claim is a result, not a bug. Machine-readable: "
+             "`claims.csv` (`rule, estimate, ci_low, ci_high, threshold, fail_threshold, "
+             "direction, level, n_seeds, n_bases, unit, stable`).", "",
              "**Source tags** in the paper value: `[summary]` the paper's abstract or summary; "
              "`[authors' code]` read from the authors' code; `[ours, to verify]` our reading, "
              "not stated by the paper. References: `docs/papers.md`.", ""]
@@ -636,12 +746,28 @@ def claims_markdown(df: pd.DataFrame, *, quick: bool) -> str:
             verdict = "**FAIL**" if r.verdict == "fail" else r.verdict
             measured = r.measured_text if pd.isna(r.measured) else r.measured
             lines.append(f"- `{r.claim}` ({r.experiment}) — {verdict}: {_md_cell(r.statement)}")
-            lines.append(f"  paper: {_md_cell(r.paper_value) or '—'}; measured: "
-                         f"{_md_cell(measured)}; criterion: {_md_cell(r.criterion)}")
+            lines.append(f"  paper: {_md_cell(r.paper_value) or '—'} "
+                         f"({_md_cell(r.paper_ref) or 'source not located'}); measured: "
+                         f"{_interval_text(r) or _md_cell(measured)}; criterion: "
+                         f"{_md_cell(r.criterion)}")
             if str(r.reason or "").strip():
                 lines.append(f"  reason: {_md_cell(r.reason)}")
         lines.append("")
     return "\n".join(lines)
+
+
+def _interval_text(r) -> str:
+    """``+0.12 pass@1 [+0.05, +0.19] (95%, 12 seeds in 6 bases)`` for a row decided by the
+    engine; empty for one that was not."""
+    rule = getattr(r, "rule", "")
+    if not isinstance(rule, str) or not rule or pd.isna(r.estimate):
+        return ""
+    unit = f" {r.unit}" if isinstance(r.unit, str) and r.unit else ""
+    if rule == "exact":
+        return f"largest error {r.estimate:.3g}{unit}"
+    bases = f" in {int(r.n_bases)} bases" if r.n_bases and r.n_bases > 1 else ""
+    return (f"{r.estimate:+.4g}{unit} [{r.ci_low:+.4g}, {r.ci_high:+.4g}] "
+            f"({r.level:.1%}, {int(r.n_seeds)} seeds{bases})")
 
 
 def verdict_counts(df: pd.DataFrame) -> str:
@@ -807,16 +933,18 @@ def format_table(df: pd.DataFrame, width: int | None = None) -> str:
         return "(no claims)"
     width = width or shutil.get_terminal_size((100, 24)).columns
     status = df["verdict"].map({"fail": "FAIL"}).fillna(df["verdict"])
-    measured = [r.measured_text if pd.isna(r.measured) else f"{r.measured:.4g}"
-                for r in df.itertuples()]
+    measured = [_interval_text(r) or (r.measured_text if pd.isna(r.measured)
+                                        else f"{r.measured:.4g}") for r in df.itertuples()]
     show = pd.DataFrame({"experiment": df["experiment"], "claim": df["claim"],
-                         "measured": measured, "status": status})
-    with pd.option_context("display.max_colwidth", 40, "display.width", width):
+                         "measured": measured, "paper": df["paper_value"].fillna(""),
+                         "status": status})
+    with pd.option_context("display.max_colwidth", 44, "display.width", width):
         lines = show.to_string(index=False).splitlines()
     out = lines[:1]
     for line, r in zip(lines[1:], df.itertuples()):
         out.append(line)
-        if r.verdict in ("fail", "inconclusive") and str(r.reason or "").strip():
+        if r.verdict in ("fail", "inconclusive", claims_engine.NOT_APPLICABLE) and str(
+                r.reason or "").strip():
             out.extend(textwrap.wrap(f"reason: {r.reason}", width=max(width, 40),
                                      initial_indent="    ", subsequent_indent="      "))
     return "\n".join(out)

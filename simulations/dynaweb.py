@@ -18,23 +18,28 @@ Success is the exact success probability of the policy on the true site (mean ov
 "At equal real interactions" compares an arm's final success with the real-only arm's success
 interpolated at the same cumulative count of real environment steps (same seed).
 
-Claims (criteria stated before the run; the expert ratio of the claims is 0.25). A claimed
-positive effect passes when its 95% t-interval over seeds lies above 0, fails when it lies
-below 0, and is inconclusive when it contains 0 (more seeds would decide):
+Claims (declared in :data:`CLAIMS`, thresholds fixed before the run, decided by
+``rlvr_lab.claims`` three ways over independent seeds -- one site per seed -- with paired arms;
+the expert ratio of the claims is 0.25):
 
-- ``imagination_sample_efficiency``: dream - real at equal real interactions, paired over
-  seeds.
-- ``expert_raises_final_success``: final success of expert 0.25 - dream, paired.
-- ``expert_lowers_seed_variance``: the seed-to-seed standard deviation of final success is lower
-  with the expert share (ratio expert / dream < 1, Pitman-Morgan paired test of equal variances,
-  one-sided p < 0.05); a ratio below 1 that the test cannot confirm is inconclusive.
-- ``dreaming_harmful_above_error_threshold``: the gain of dreaming over real-only (equal
-  interactions) is positive at the learned model's error and negative at the largest error of
-  the sweep (95% intervals); the measured value is the H-step model error where the seed-mean
-  gain crosses 0.
-
-Positive control: real-only RL must raise the success of the uniform starting policy by more
-than 0.1 (95% interval); otherwise the comparison claims are inconclusive.
+- ``real_rl_learns`` (positive control, ``superiority`` ``>`` 0.1): real-only RL raises the
+  success of the uniform starting policy by more than 0.1; if it does not pass, the other
+  claims are inconclusive.
+- ``imagination_sample_efficiency`` (``superiority`` ``>`` 0): dream - real at equal real
+  interactions, per seed.
+- ``expert_raises_final_success`` (``superiority`` ``>`` 0): final success of expert 0.25 -
+  dream, per seed.
+- ``expert_lowers_seed_variance`` (``superiority`` ``<`` 0): per seed, the absolute deviation
+  of expert 0.25's final success from its median over seeds minus the same for dream (a paired
+  Brown-Forsythe comparison of spreads: a per-seed number whose mean is below 0 when the
+  expert arm spreads less). The former criterion, a Pitman-Morgan variance-ratio test, is not
+  a mean of per-seed numbers; its sd ratio and p-value stay in ``dynaweb_spread``.
+- ``dreaming_harmful_above_error_threshold`` (``superiority`` ``>`` 0): per seed, the smaller
+  of the gain of dreaming over real-only (equal interactions) in the learned model (arm
+  ``dream``) and minus that gain at the largest hallucination rate of the sweep (declared
+  before the run, not picked by the measured error): above 0 when dreaming helps at the low
+  error and hurts at the high one (the worst of the two per seed, conservative for a pass).
+  The error where the seed-mean gain crosses 0 is reported in ``dynaweb_error_sweep``.
 """
 from __future__ import annotations
 
@@ -45,8 +50,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as st
 
-from rlvr_lab import plotting, stats
-from rlvr_lab.experiments import claim, experiment
+from rlvr_lab import claims, plotting, stats
+from rlvr_lab.experiments import experiment
 from rlvr_lab.papers.dynaweb import DynaConfig, dream_arm, make_run_arms, real_arm, stack_arms
 
 PAPER = "DynaWeb"
@@ -60,10 +65,16 @@ def study_config(quick: bool) -> DynaConfig:
     return DynaConfig(num_steps=60 if quick else 150)
 
 
+QUICK_NOISES = (0.25, 0.5, 1.0)
+FULL_NOISES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
+HIGH_ERROR_ARM = f"noise {max(FULL_NOISES):g}"   # the sweep's largest hallucination rate
+assert max(QUICK_NOISES) == max(FULL_NOISES)
+
+
 def arm_specs(quick: bool) -> list[tuple[str, object]]:
     """(name, Arm) of every arm; the first two are ``real`` and ``dream``."""
     ratios = (0.25, 0.5) if quick else (0.1, 0.25, 0.5, 0.75)
-    noises = (0.25, 0.5, 1.0) if quick else (0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0)
+    noises = QUICK_NOISES if quick else FULL_NOISES
     return ([("real", real_arm()), ("dream", dream_arm())]
             + [(f"expert {r:g}", dream_arm(expert_ratio=r)) for r in ratios]
             + [(f"noise {e:g}", dream_arm(model_noise=e)) for e in noises])
@@ -245,110 +256,113 @@ def ratio_figure(table):
 
 
 # ----------------------------------------------------------------------------- claims
+EXPERT = f"expert {CLAIM_RATIO:g}"
+
+CLAIMS = (
+    claims.Declared(
+        "real_rl_learns", control=True,
+        statement="Real-only RL raises the exact success of the uniform starting policy (the "
+                  "toy's positive control)",
+        paper_value="(positive control of the toy, not a paper claim)", paper_ref="derived",
+        estimand="final - initial exact success of the real-only arm, per seed",
+        unit="success", rule="superiority", direction=">", threshold=CONTROL_MIN_GAIN),
+    claims.Declared(
+        "imagination_sample_efficiency",
+        statement="Dreaming in a learned world model raises success per real interaction over "
+                  "real-only RL",
+        paper_value=f"WebArena/WebVoyager gains over the base agent; {NOT_PUBLIC}",
+        paper_ref=f"{REF} abstract",
+        estimand="dream final success - real-only success interpolated at the same cumulative "
+                 "real interactions, per seed", unit="success",
+        rule="superiority", direction=">", threshold=0.0),
+    claims.Declared(
+        "expert_raises_final_success",
+        statement=f"Interleaving expert trajectories (rho = {CLAIM_RATIO:g}) raises final "
+                  "success over dreaming alone",
+        paper_value=f"'improves stability and sample efficiency'; {NOT_PUBLIC}",
+        paper_ref=f"{REF} abstract",
+        estimand=f"final success, {EXPERT} - dream, per seed", unit="success",
+        rule="superiority", direction=">", threshold=0.0,
+        note="the logged expert steps are not counted as training interactions"),
+    claims.Declared(
+        "expert_lowers_seed_variance",
+        statement="Interleaving expert trajectories lowers the seed-to-seed spread of final "
+                  "success (fewer collapsed runs) compared with dreaming alone",
+        paper_value=f"'for stability'; {NOT_PUBLIC}", paper_ref=f"{REF} abstract",
+        estimand=f"|final success - its median over seeds|, {EXPERT} minus dream, per seed "
+                 "(paired Brown-Forsythe)", unit="success",
+        rule="superiority", direction="<", threshold=0.0),
+    claims.Declared(
+        "dreaming_harmful_above_error_threshold",
+        statement="Dreaming helps only while the world model's H-step error stays below a "
+                  "threshold; beyond it dreaming is worse than real-only RL",
+        paper_value="not studied in the paper (toy question)", paper_ref=f"{REF} abstract",
+        estimand=f"min(gain of dream, -gain of {HIGH_ERROR_ARM}) over real-only at equal real "
+                 "interactions, per seed", unit="success",
+        rule="superiority", direction=">", threshold=0.0),
+)
+
+
+def spread_deviation(x: np.ndarray) -> np.ndarray:
+    """Per seed: the absolute deviation from the median over seeds."""
+    return np.abs(x - np.median(x))
+
+
+def seed_numbers(table: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The per-seed numbers behind the claims (seed order)."""
+    def col(arm, column):
+        return per_seed(table, arm, column)
+
+    return {
+        "real_rl_learns": col("real", "final_success") - col("real", "initial_success"),
+        "imagination_sample_efficiency": col("dream", "gain_equal_interactions"),
+        "expert_raises_final_success": col(EXPERT, "final_success") - col("dream",
+                                                                          "final_success"),
+        "expert_lowers_seed_variance": (spread_deviation(col(EXPERT, "final_success"))
+                                        - spread_deviation(col("dream", "final_success"))),
+        "dreaming_harmful_above_error_threshold": np.minimum(
+            col("dream", "gain_equal_interactions"),
+            -col(HIGH_ERROR_ARM, "gain_equal_interactions")),
+    }
+
+
+def spread_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Seed-to-seed spread of final success per dream/expert arm, with the Pitman-Morgan test
+    of the expert arm of the claims against dream (reported, not the decision)."""
+    arms = ["dream"] + sorted({a for a in table.arm if a.startswith("expert")},
+                              key=lambda a: float(a.split()[1]))
+    rows = []
+    for arm in arms:
+        v = per_seed(table, arm, "final_success")
+        ratio, p = pitman_morgan(v, per_seed(table, "dream", "final_success"))
+        rows.append({"arm": arm, "sd": v.std(ddof=1), "sd_ratio_vs_dream": ratio,
+                     "pitman_morgan_p": p,
+                     "collapsed_tasks": per_seed(table, arm, "collapsed_tasks").sum()})
+    return pd.DataFrame(rows)
+
+
 @experiment("dynaweb", paper=PAPER, setting="toy", quick_seeds=4, default_seeds=8,
-            claims=("imagination_sample_efficiency", "expert_raises_final_success",
-                    "expert_lowers_seed_variance", "dreaming_harmful_above_error_threshold"))
+            claims=CLAIMS)
 def run(ctx):
     """Dyna on a toy web: dreaming vs real-only at equal real interactions, expert share,
     model error."""
     config = study_config(ctx.quick)
-    curves, table, k_err = run_study(ctx.key(0), ctx.seeds, config, arm_specs(ctx.quick))
+    curves, table, k_err = run_study(ctx.stream("dynaweb"), ctx.seeds, config,
+                                     arm_specs(ctx.quick))
     sweep = error_sweep(table)
     threshold = crossing(sweep.error.to_numpy(), sweep.gain.to_numpy())
+    crossings = horizon_crossings(k_err, sweep, threshold)
     ctx.save_table(curves, "dynaweb_curves")
     ctx.save_table(table, "dynaweb_summary")
     ctx.save_table(k_err.groupby(["arm", "policy", "k"], as_index=False).error.mean(),
                    "dynaweb_k_step_errors")
+    ctx.save_table(sweep.assign(crossing_error=threshold,
+                                first_k_above=sweep.arm.map(crossings)), "dynaweb_error_sweep")
+    ctx.save_table(spread_table(table), "dynaweb_spread")
     ctx.save_figure(success_figure(curves, table), "dynaweb_success_vs_interactions")
     ctx.save_figure(error_figure(sweep, k_err, threshold), "dynaweb_gain_vs_model_error")
     ctx.save_figure(ratio_figure(table), "dynaweb_expert_ratio")
-    crossings = horizon_crossings(k_err, sweep, threshold)
-    return claims_from(table, sweep, threshold, crossings)
-
-
-def claims_from(table, sweep, threshold, crossings=None):
-    common = dict(paper=PAPER, setting="toy")
-    expert = f"expert {CLAIM_RATIO:g}"
-    control = stats.positive_control(
-        per_seed(table, "real", "final_success") - per_seed(table, "real", "initial_success"),
-        min_gain=CONTROL_MIN_GAIN, name="real-only RL vs the uniform start")
-
-    gain = stats.mean_interval(per_seed(table, "dream", "gain_equal_interactions"))
-    spent = per_seed(table, "dream", "interactions")
-    matched = per_seed(table, "dream", "real_interactions_to_match") / spent
-    passed, verdict, note = stats.decide_sign(gain)
-    c1 = claim("imagination_sample_efficiency",
-               "Dreaming in a learned world model raises success per real interaction over "
-               "real-only RL",
-               gain.mean, passed,
-               "dream final success - real-only success at the same real interactions "
-               "(paired over seeds): 95% t-interval above 0", verdict=verdict,
-               paper_value=f"WebArena/WebVoyager gains over the base agent; {NOT_PUBLIC}",
-               paper_ref=f"{REF} abstract", reason=(
-                   f"gain {gain}; dream used {spent.mean():.0f} real steps on average; "
-                   f"real-only needs x{np.median(matched):.1f} (median over seeds) as many to "
-                   f"reach the dream arm's final success; {control.reason}{note}"), **common)
-
-    diff = stats.paired_difference(per_seed(table, expert, "final_success"),
-                                   per_seed(table, "dream", "final_success"))
-    passed, verdict, note = stats.decide_sign(diff)
-    c2 = claim("expert_raises_final_success",
-               f"Interleaving expert trajectories (rho = {CLAIM_RATIO:g}) raises final success "
-               "over dreaming alone",
-               diff.mean, passed,
-               f"final success, expert {CLAIM_RATIO:g} - dream (paired): 95% t-interval above 0",
-               verdict=verdict,
-               paper_value=f"'improves stability and sample efficiency'; {NOT_PUBLIC}",
-               paper_ref=f"{REF} abstract",
-               reason=(f"difference {diff}; the logged expert set holds "
-                       f"{per_seed(table, expert, 'expert_interactions').mean():.0f} expert "
-                       f"steps per seed, not counted as training interactions{note}"),
-               **common)
-
-    ratio, p = pitman_morgan(per_seed(table, expert, "final_success"),
-                             per_seed(table, "dream", "final_success"))
-    collapse = {a: per_seed(table, a, "collapsed_tasks").sum() for a in (expert, "dream")}
-    verdict = None
-    if math.isfinite(ratio) and ratio < 1 and not (p < 0.05):
-        verdict = "inconclusive"
-    c3 = claim("expert_lowers_seed_variance",
-               "Interleaving expert trajectories lowers the seed-to-seed spread of final "
-               "success (fewer collapsed runs) compared with dreaming alone",
-               ratio, bool(math.isfinite(ratio) and ratio < 1 and p < 0.05),
-               "sd over seeds of final success, expert / dream < 1 with a one-sided "
-               "Pitman-Morgan paired test p < 0.05",
-               paper_value=f"'for stability'; {NOT_PUBLIC}", paper_ref=f"{REF} abstract",
-               verdict=verdict,
-               reason=(f"sd ratio {ratio:.3g}, p = {p:.3g}; collapsed tasks (success < 0.1) "
-                       f"summed over seeds: dream {collapse['dream']:.0f}, expert "
-                       f"{collapse[expert]:.0f}"
-                       + ("; more seeds would decide" if verdict else "")), **common)
-
-    low, high = sweep.iloc[0], sweep.iloc[-1]
-    helps, hurts = low.gain_low > 0, high.gain_high < 0
-    # decided: helps at low error and hurts at high error (pass), or an interval on the
-    # wrong side of 0 (fail); an interval containing 0 leaves it open
-    wrong_side = low.gain_high < 0 or high.gain_low > 0
-    verdict = None if (helps and hurts) or wrong_side else "inconclusive"
-    c4 = claim("dreaming_harmful_above_error_threshold",
-               "Dreaming helps only while the world model's H-step error stays below a "
-               "threshold; beyond it dreaming is worse than real-only RL",
-               threshold, bool(helps and hurts and math.isfinite(threshold)),
-               "gain over real-only at equal interactions: 95% interval above 0 at the lowest "
-               "model error and below 0 at the highest; measured = error where the seed-mean "
-               "gain crosses 0", verdict=verdict,
-               paper_value="not studied in the paper (toy question)", paper_ref=f"{REF} abstract",
-               reason=(f"gain {low.gain:+.3f} [{low.gain_low:+.3f}, {low.gain_high:+.3f}] at "
-                       f"error {low.error:.3f} ({low.arm}); {high.gain:+.3f} "
-                       f"[{high.gain_low:+.3f}, {high.gain_high:+.3f}] at error "
-                       f"{high.error:.3f} ({high.arm})"
-                       + ("" if not crossings else "; first imagined step whose k-step error "
-                          "passes the threshold: " + ", ".join(
-                              f"{a} k={k:g}" if math.isfinite(k) else f"{a} never (k<=H)"
-                              for a, k in crossings.items()))
-                       + ("; an interval contains 0: more seeds would decide" if verdict else
-                          "")), **common)
-    return stats.gate([c1, c2, c3, c4], control)
+    return ctx.decide({cid: claims.seeds(v) for cid, v in seed_numbers(table).items()})
 
 
 def horizon_crossings(k_err, sweep, threshold) -> dict[str, float]:

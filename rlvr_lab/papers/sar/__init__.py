@@ -13,7 +13,8 @@ train-test mismatch and gradient norms); ``study``: the whole study as tables.
 Nothing here registers into the toolkit's registries; ``simulations/sar.py`` imports it.
 """
 from rlvr_lab.papers.sar import data, evaluate, metrics, model, study, train  # noqa: F401
-from rlvr_lab.papers.sar.study import Study, StudyConfig, run_study  # noqa: F401
+from rlvr_lab.papers.sar.study import (  # noqa: F401
+    Study, StudyConfig, concat, run_bases, run_study)
 
-__all__ = ["Study", "StudyConfig", "data", "evaluate", "metrics", "model", "run_study", "study",
-           "train"]
+__all__ = ["Study", "StudyConfig", "concat", "data", "evaluate", "metrics", "model", "run_bases",
+           "run_study", "study", "train"]

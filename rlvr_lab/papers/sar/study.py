@@ -1,7 +1,9 @@
-"""The SAR study: teacher-forced pre-training, then every post-training arm from the same base,
-per seed, with the measurements the claims need.
+"""The SAR study: teacher-forced pre-training of several bases, then every post-training arm
+from each base with several seeds (seeds nested in bases, arms paired within a seed), with the
+measurements the claims need.
 
-:func:`run_study` returns a :class:`Study` of pandas tables:
+:func:`run_bases` (and :func:`run_study`, one seed per base) returns a :class:`Study` of pandas
+tables, each with ``base`` and ``seed`` columns (:func:`concat` joins batches of bases):
 
 * ``curves``: one row per (arm, seed, step) -- Fréchet distance, support rate, pyramid
   consistency and per-scale marginal TV of ``num_samples`` generated images, at the end of
@@ -22,11 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
@@ -117,48 +120,80 @@ def _train_rows(info: T.StepInfo, arm: str, t0: int) -> list[dict]:
 
 def run_study(key: jax.Array, num_seeds: int, config: StudyConfig,
               progress: Callable[[Iterable, str], Iterable] | None = None) -> Study:
-    """Pre-train ``num_seeds`` models (one per seed), then train every arm from its seed's base
-    for ``post_steps``, evaluating after every chunk. ``progress(iterable, desc)`` wraps the
-    loops (e.g. ``Context.progress``)."""
+    """One pre-trained base per seed (``num_seeds`` bases, one post-training seed each): see
+    :func:`run_bases`."""
     positive_int("num_seeds", num_seeds)
+    return run_bases(key, list(range(num_seeds)), 1, config, progress)
+
+
+def seed_ids(base_ids: Sequence[int], seeds_per_base: int) -> np.ndarray:
+    """Global seed ids of ``seeds_per_base`` post-training seeds of each base: base ``b``'s
+    seed ``j`` is ``b * seeds_per_base + j`` (unique across batches of bases)."""
+    return np.asarray([b * seeds_per_base + j for b in base_ids for j in range(seeds_per_base)])
+
+
+def run_bases(key: jax.Array, base_ids: Sequence[int], seeds_per_base: int, config: StudyConfig,
+              progress: Callable[[Iterable, str], Iterable] | None = None) -> Study:
+    """Pre-train one model per base in ``base_ids`` (base ``b``: its own initialisation and
+    data, from ``fold_in(key, b)`` streams, so a base is the same whichever batch it is run
+    in), then post-train every arm from each base with ``seeds_per_base`` seeds (each seed its
+    own batches and rollout draws, shared by the arms: paired), evaluating after every chunk.
+    Every table has a ``base`` column and a ``seed`` column (:func:`seed_ids`); the rows of
+    the base itself (arm ``pretrain``/``base``, step <= 0) are repeated for each of its seeds.
+    ``progress(iterable, desc)`` wraps the loops (e.g. ``Context.progress``)."""
+    base_ids = [int(b) for b in base_ids]
+    if not base_ids or any(b < 0 for b in base_ids) or len(set(base_ids)) != len(base_ids):
+        raise ValueError(f"base_ids={base_ids!r} must be distinct integers >= 0")
+    positive_int("seeds_per_base", seeds_per_base)
     progress = progress or (lambda it, desc: it)
     law_cfg, tc = config.law, config.train
     law = D.enumerate_law(law_cfg)
     stats = E.law_stats(law, law_cfg)
-    k_init, k_data, k_probe, k_count = jax.random.split(key, 4)
+    k_init, k_data, k_probe, k_count, k_post = (
+        jax.random.fold_in(key, i) for i in range(5))
+    m = seeds_per_base
+    seeds = seed_ids(base_ids, m)
+    bases = np.repeat(base_ids, m)
     graphdef, init = T.make_init(config.model, law_cfg, tc)
-    state = init(jax.random.split(k_init, num_seeds))
-    data_keys = jax.random.split(k_data, num_seeds)
+    state = init(jnp.stack([jax.random.fold_in(k_init, b) for b in base_ids]))
+    pre_keys = jnp.stack([jax.random.fold_in(k_data, b) for b in base_ids])
+    post_keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(k_post, b), j)
+                           for b in base_ids for j in range(m)])
     chunk = T.make_chunk(graphdef, law_cfg, law, tc, config.chunk)
     probe = E.make_probe(graphdef, law_cfg, law, k_probe, config.num_samples, config.num_probe,
                          config.sample_temperature)
     specs = config.arm_specs()
     tf_knobs = T.knobs(T.arms()["tf"], law_cfg.scales)
 
+    def per_seed(tree):
+        """A tree over bases ``[B, ...]`` -> over seeds ``[B * m, ...]``."""
+        return jax.tree.map(lambda x: jnp.repeat(x, m, axis=0), tree)
+
     curves, scale_rows, timing, train_rows = [], [], [], []
     n_pre = tc.pretrain_steps // config.chunk
     # the untrained model: the positive control's starting point
-    curves += _quality_rows(probe(state.params), "pretrain", -tc.pretrain_steps, law, law_cfg,
-                            stats)
+    curves += _quality_rows(per_seed(probe(state.params)), "pretrain", -tc.pretrain_steps, law,
+                            law_cfg, stats)
     for i in progress(range(n_pre), "pre-training"):
-        state, info = chunk(state, data_keys, i * config.chunk, tf_knobs, tc.pretrain_lr)
-        train_rows += _train_rows(info, "pretrain", i * config.chunk)
+        state, info = chunk(state, pre_keys, i * config.chunk, tf_knobs, tc.pretrain_lr)
+        train_rows += _train_rows(per_seed(info), "pretrain", i * config.chunk)
         if i + 1 == n_pre // 2:
-            curves += _quality_rows(probe(state.params), "pretrain",
+            curves += _quality_rows(per_seed(probe(state.params)), "pretrain",
                                     -(tc.pretrain_steps // 2), law, law_cfg, stats)
-    base_probe = probe(state.params)
+    base_probe = per_seed(probe(state.params))
     base_rows = _quality_rows(base_probe, "base", 0, law, law_cfg, stats)
     curves += [{**r, "arm": "pretrain"} for r in base_rows]
     scale_rows += _scale_rows(base_probe, "base", stats)
     for spec in specs:
         curves += [{**r, "arm": spec.name} for r in base_rows]
 
-    states = {spec.name: state for spec in specs}
+    start_state = per_seed(state)
+    states = {spec.name: start_state for spec in specs}
     t0 = tc.pretrain_steps
     for i in progress(range(tc.post_steps // config.chunk), "post-training arms"):
         for spec in specs:
             start = time.perf_counter()
-            new, info = chunk(states[spec.name], data_keys, t0 + i * config.chunk,
+            new, info = chunk(states[spec.name], post_keys, t0 + i * config.chunk,
                               T.knobs(spec, law_cfg.scales), tc.post_lr)
             jax.block_until_ready(new)
             timing.append({"arm": spec.name, "chunk": i, "steps": config.chunk,
@@ -173,8 +208,28 @@ def run_study(key: jax.Array, num_seeds: int, config: StudyConfig,
 
     one = jax.tree.map(lambda x: x[0], state.params)
     passes = T.forward_passes(graphdef, one, law_cfg, law, specs, key=k_count)
-    return Study(curves=pd.DataFrame(curves), scales=pd.DataFrame(scale_rows),
+
+    def relabel(rows):
+        frame = pd.DataFrame(rows)
+        idx = frame.seed.to_numpy()
+        frame["seed"] = seeds[idx]
+        frame.insert(1, "base", bases[idx])
+        return frame
+
+    return Study(curves=relabel(curves), scales=relabel(scale_rows),
                  timing=pd.DataFrame(timing),
                  passes=pd.DataFrame({"arm": list(passes), "forward_passes": list(
                      passes.values())}),
-                 train=pd.DataFrame(train_rows))
+                 train=relabel(train_rows))
+
+
+def concat(studies: Sequence[Study]) -> Study:
+    """One :class:`Study` of several batches of bases (the timing of every batch, the pass
+    counts of the first)."""
+    if not studies:
+        raise ValueError("concat() needs at least one study")
+    timing = pd.concat([s.timing.assign(batch=i) for i, s in enumerate(studies)],
+                       ignore_index=True)
+    return Study(*(pd.concat([getattr(s, f) for s in studies], ignore_index=True)
+                   for f in ("curves", "scales")), timing, studies[0].passes,
+                 pd.concat([s.train for s in studies], ignore_index=True))

@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rlvr_lab import claims
+
 from rlvr_lab.papers.sar import data as D
 from rlvr_lab.papers.sar import model as M
 from rlvr_lab.papers.sar import train as T
-from rlvr_lab.papers.sar.study import Study, StudyConfig
+from rlvr_lab.papers.sar.study import Study, StudyConfig, seed_ids
 
 LAW_CFG = D.LawConfig()
 LAW = D.enumerate_law(LAW_CFG)
@@ -137,58 +139,93 @@ def test_study_config_errors():
 
 
 # ----------------------------------------------------------------------------- claims
-def fake_study(fd: dict, mismatch: dict, seeds: int = 5) -> Study:
+def fake_study(fd: dict, mismatch: dict, bases: int = 3, per_base: int = 2) -> Study:
+    """Constructed tables: ``bases`` pre-trained bases with ``per_base`` seeds each, base
+    ``b``'s seeds labelled as :func:`study.seed_ids` labels them."""
     rng = np.random.default_rng(0)
-    rows = []
-    for s in range(seeds):
-        rows += [{"arm": "pretrain", "seed": s, "step": -400, "fd": 5.0, "support": 0.0},
-                 {"arm": "pretrain", "seed": s, "step": -200, "fd": 1.0, "support": 0.1},
-                 {"arm": "pretrain", "seed": s, "step": 0, "fd": 0.6, "support": 0.2}]
+    rows, scales = [], []
+    for s in seed_ids(range(bases), per_base):
+        b = int(s) // per_base
+        rows += [{"arm": "pretrain", "base": b, "seed": s, "step": -400, "fd": 5.0 + 0.1 * b,
+                  "support": 0.0},
+                 {"arm": "pretrain", "base": b, "seed": s, "step": -200, "fd": 1.0,
+                  "support": 0.1},
+                 {"arm": "pretrain", "base": b, "seed": s, "step": 0, "fd": 0.6,
+                  "support": 0.2}]
         for arm, v in fd.items():
-            rows += [{"arm": arm, "seed": s, "step": 0, "fd": 0.6, "support": 0.2},
-                     {"arm": arm, "seed": s, "step": 100, "fd": v + 0.01 * rng.normal(),
-                      "support": 0.2}]
-    scales = [{"arm": arm, "seed": s, "scale": k, "mismatch": (v + 0.01 * rng.normal()) * (k > 0)}
-              for arm, v in mismatch.items() for s in range(seeds) for k in range(5)]
+            rows += [{"arm": arm, "base": b, "seed": s, "step": 0, "fd": 0.6, "support": 0.2},
+                     {"arm": arm, "base": b, "seed": s, "step": 100,
+                      "fd": v + 0.01 * rng.normal(), "support": 0.2}]
+        scales += [{"arm": arm, "base": b, "seed": s, "scale": k,
+                    "mismatch": (v + 0.01 * rng.normal()) * (k > 0)}
+                   for arm, v in mismatch.items() for k in range(5)]
     passes = pd.DataFrame({"arm": ["tf", "sar", "student", "alternating"],
                            "forward_passes": [1.0, 2.0, 6.0, 2.0]})
     timing = pd.DataFrame({"arm": ["tf", "sar"], "chunk": [0, 0], "steps": [100, 100],
                            "seconds": [1.0, 1.8]})
-    train = pd.DataFrame({"arm": ["tf", "sar", "student"], "seed": 0, "step": 1,
+    train = pd.DataFrame({"arm": ["tf", "sar", "student"], "base": 0, "seed": 0, "step": 1,
                           "loss": 1.0, "grad_norm": [0.5, 1.0, 3.0]})
     return Study(pd.DataFrame(rows), pd.DataFrame(scales), timing, passes, train)
 
 
-def test_claims_follow_the_measured_effects():
+def decide(study: Study) -> dict:
     from simulations import sar as sim
 
-    study = fake_study({"tf": 0.6, "sar": 0.5, "student": 0.9, "alternating": 0.55},
-                       {"base": 1.0, "tf": 1.0, "sar": 0.4})
-    got = {c.id: c for c in sim.claims_from(study)}
+    return {d.spec.id: d for d in claims.decide_all(sim.CLAIMS, sim.samples(study))}
+
+
+def test_seed_ids_are_unique_across_batches_of_bases():
+    first, second = seed_ids([0, 1, 2], 3), seed_ids([3, 4], 3)
+    assert first.tolist() == list(range(9)) and second.tolist() == list(range(9, 15))
+
+
+def test_samples_nest_seeds_in_their_bases():
+    from simulations import sar as sim
+
+    got = sim.samples(fake_study({"tf": 0.6, "sar": 0.5, "student": 0.9, "alternating": 0.55},
+                                 {"base": 1.0, "tf": 1.0, "sar": 0.4}))
+    fd = got["sar_lowers_fd_vs_tf"]
+    assert fd.n_seeds == 6 and fd.n_bases == 3
+    assert fd.bases.tolist() == [0, 0, 1, 1, 2, 2]
+    assert got["sar_one_extra_forward_pass"].deterministic
+    assert got["sar_one_extra_forward_pass"].values.tolist() == [0.0]   # 2 - 1 - 1
+
+
+def test_claims_follow_the_measured_effects():
+    got = decide(fake_study({"tf": 0.6, "sar": 0.5, "student": 0.9, "alternating": 0.55},
+                            {"base": 1.0, "tf": 1.0, "sar": 0.4}))
+    assert got["pretraining_lowers_fd"].verdict == "pass"
     assert got["sar_lowers_fd_vs_tf"].verdict == "pass"
-    assert got["sar_lowers_fd_vs_tf"].measured == pytest.approx(-1 / 6, abs=0.02)
+    assert got["sar_lowers_fd_vs_tf"].interval.estimate == pytest.approx(-1 / 6, abs=0.02)
     assert got["sar_shrinks_mismatch"].verdict == "pass"
     assert got["full_student_forcing_worse"].verdict == "pass"
     assert got["alternating_schedule_worse"].verdict == "pass"
     assert got["sar_one_extra_forward_pass"].verdict == "pass"
 
-    study = fake_study({"tf": 0.5, "sar": 0.8, "student": 0.6, "alternating": 0.8},
-                       {"base": 1.0, "tf": 0.4, "sar": 1.0})
-    got = {c.id: c for c in sim.claims_from(study)}
+    got = decide(fake_study({"tf": 0.5, "sar": 0.8, "student": 0.6, "alternating": 0.8},
+                            {"base": 1.0, "tf": 0.4, "sar": 1.0}))
     assert got["sar_lowers_fd_vs_tf"].verdict == "fail"
     assert got["sar_shrinks_mismatch"].verdict == "fail"
     assert got["full_student_forcing_worse"].verdict == "fail"
     assert got["alternating_schedule_worse"].verdict == "inconclusive"
 
 
-def test_failed_control_makes_comparisons_inconclusive():
-    from simulations import sar as sim
+def test_three_extra_passes_fail_the_overhead_claim():
+    study = fake_study({"tf": 0.6, "sar": 0.5, "student": 0.9, "alternating": 0.55},
+                       {"base": 1.0, "tf": 1.0, "sar": 0.4})
+    study = study._replace(passes=pd.DataFrame({"arm": ["tf", "sar"],
+                                                "forward_passes": [1.0, 4.0]}))
+    assert decide(study)["sar_one_extra_forward_pass"].verdict == "fail"
 
+
+def test_failed_control_makes_comparisons_inconclusive():
     study = fake_study({"tf": 0.6, "sar": 0.5, "student": 0.9, "alternating": 0.7},
                        {"base": 1.0, "tf": 1.0, "sar": 0.4})
     curves = study.curves.copy()
     curves.loc[(curves.arm == "pretrain") & (curves.step == -400), "fd"] = 0.6   # no learning
-    got = {c.id: c for c in sim.claims_from(study._replace(curves=curves))}
+    got = decide(study._replace(curves=curves))
+    assert got["pretraining_lowers_fd"].verdict == "fail"
     assert got["sar_lowers_fd_vs_tf"].verdict == "inconclusive"
     assert "positive control" in got["sar_lowers_fd_vs_tf"].reason
-    assert got["sar_one_extra_forward_pass"].verdict == "pass"     # not a learning comparison
+    # the pass count does not depend on learning: declared gated=False, still decided
+    assert got["sar_one_extra_forward_pass"].verdict == "pass"

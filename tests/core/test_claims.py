@@ -1,0 +1,293 @@
+"""The claims engine: rules and boundaries on constructed samples, the nested interval against
+a float64 reference and by its coverage, and the sequential rule's error rate by simulation."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from rlvr_lab import claims
+from rlvr_lab.claims import Declared
+
+
+def sup(threshold=0.0, fail=None, direction=">", **kw):
+    return Declared("c", "s", "superiority", threshold, direction=direction,
+                    fail_threshold=fail, **kw)
+
+
+# ----------------------------------------------------------------------------- declarations
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(rule="better"), "rule='better'"),
+    (dict(direction=">="), "direction='>='"),
+    (dict(threshold=math.nan), "threshold=nan"),
+    (dict(threshold=True), "threshold=True"),
+    (dict(fail_threshold=0.5), "fail_threshold=0.5 is above"),
+    (dict(level=1.0), "level=1.0"),
+    (dict(id="Bad Id"), "id='Bad Id'"),
+])
+def test_bad_declarations_name_the_value(kwargs, match):
+    base = dict(id="c", statement="s", rule="superiority", threshold=0.0)
+    with pytest.raises(ValueError, match=match):
+        Declared(**{**base, **kwargs})
+
+
+def test_equivalence_and_exact_need_a_positive_margin_and_direction_below():
+    with pytest.raises(ValueError, match="direction '<'"):
+        Declared("c", "s", "equivalence", 0.1)
+    with pytest.raises(ValueError, match="margin must be > 0"):
+        Declared("c", "s", "exact", 0.0, direction="<")
+    with pytest.raises(ValueError, match="-margin"):
+        Declared("c", "s", "non_inferiority", 0.1)
+    assert Declared("c", "s", "equivalence", 0.1, direction="<").fail_threshold == 0.1
+
+
+def test_criterion_is_generated_from_the_declaration():
+    text = sup(0.1, 0.0, unit="pass@1").criterion
+    assert "above +0.1 pass@1 passes" in text and "below +0 pass@1 fails" in text
+
+
+# ----------------------------------------------------------------------------- the decision
+@pytest.mark.parametrize("direction, lo, hi, t, f, want", [
+    (">", 0.01, 0.2, 0.0, 0.0, "pass"),
+    (">", 0.0, 0.2, 0.0, 0.0, "inconclusive"),      # touching is not wholly above
+    (">", -0.3, -0.01, 0.0, 0.0, "fail"),
+    (">", -0.3, 0.0, 0.0, 0.0, "inconclusive"),
+    (">", 0.02, 0.05, 0.1, 0.0, "inconclusive"),     # between fail and pass boundaries
+    (">", -0.2, -0.1, 0.1, -0.05, "fail"),
+    ("<", -0.2, -0.01, 0.0, 0.0, "pass"),
+    ("<", 0.01, 0.2, 0.0, 0.0, "fail"),
+    ("<", -0.1, 0.1, 0.0, 0.0, "inconclusive"),
+])
+def test_verdict_from_columns(direction, lo, hi, t, f, want):
+    est = (lo + hi) / 2
+    assert claims.verdict_from("superiority", direction, est, lo, hi, t, f) == want
+
+
+@pytest.mark.parametrize("lo, hi, want", [
+    (-0.04, 0.04, "pass"), (-0.06, 0.04, "inconclusive"), (0.06, 0.2, "fail"),
+    (-0.3, -0.06, "fail"), (-0.05, 0.01, "inconclusive")])
+def test_equivalence_margin(lo, hi, want):
+    assert claims.verdict_from("equivalence", "<", (lo + hi) / 2, lo, hi, 0.05, 0.05) == want
+
+
+def test_exact_rule_uses_the_largest_error():
+    spec = Declared("c", "s", "exact", 1e-9, direction="<")
+    assert claims.decide(spec, [1e-12, -2e-12]).verdict == "pass"
+    d = claims.decide(spec, [1e-12, -2e-6])
+    assert d.verdict == "fail" and d.interval.estimate == pytest.approx(2e-6)
+    assert claims.decide(spec, [math.nan]).verdict == "inconclusive"
+
+
+def test_too_few_seeds_or_nan_is_inconclusive():
+    assert claims.decide(sup(), claims.seeds([5.0])).verdict == "inconclusive"
+    assert claims.decide(sup(), claims.seeds([])).verdict == "inconclusive"
+    d = claims.decide(sup(), claims.seeds([1.0, 2.0, math.nan]))
+    assert d.verdict == "inconclusive" and "too few seeds or a non-finite" in d.reason
+    # two bases of one seed each still form an interval; one base of many seeds is t over seeds
+    assert claims.decide(sup(), claims.nested([1.0, 1.1], [0, 1])).interval.n_bases == 2
+
+
+def test_zero_spread_collapses_to_the_mean_and_decides():
+    d = claims.decide(sup(0.1), claims.seeds([0.3, 0.3, 0.3]))
+    assert d.verdict == "pass" and d.interval.low == d.interval.high == pytest.approx(0.3)
+
+
+def test_deterministic_value_is_its_own_interval():
+    d = claims.decide(Declared("c", "s", "threshold", 2.0), claims.value(2.5))
+    assert d.verdict == "pass" and d.interval.method == "deterministic"
+    assert claims.decide(Declared("c", "s", "threshold", 2.0), 1.5).verdict == "fail"
+
+
+def test_not_applicable_keeps_the_measurement_and_the_rule_verdict_in_the_reason():
+    d = claims.decide(sup(not_applicable="GPU memory-bound decoding"),
+                      claims.seeds([-0.2, -0.3, -0.25]))
+    assert d.verdict == claims.NOT_APPLICABLE
+    assert "GPU memory-bound" in d.reason and "would give fail" in d.reason
+    assert d.interval.estimate == pytest.approx(-0.25)
+
+
+def test_inconclusive_reason_predicts_seeds_that_decide():
+    rng = np.random.default_rng(0)
+    x = 0.1 + rng.normal(0, 1.0, 6)
+    d = claims.decide(sup(), claims.seeds(x))
+    assert d.verdict == "inconclusive"
+    need = claims.units_to_decide(d.spec, d.interval)
+    assert need is not None and need > 6 and f"about {need} seeds" in d.reason
+    # at that many units with the same mean and spread the interval clears the boundary
+    z = (x - x.mean()) / x.std(ddof=1) * d.interval.spread + d.interval.estimate
+    bigger = np.resize(z, need)
+    bigger = (bigger - bigger.mean()) / bigger.std(ddof=1) * d.interval.spread + x.mean()
+    assert claims.decide(sup(), claims.seeds(bigger)).verdict != "inconclusive"
+
+
+def test_gate_turns_comparisons_inconclusive_when_the_control_does_not_pass():
+    control = Declared("ctrl", "s", "superiority", 0.0, control=True)
+    other = Declared("cmp", "s", "superiority", 0.0)
+    samples = {"ctrl": claims.seeds([-0.1, 0.1, 0.0]), "cmp": claims.seeds([1.0, 1.1, 1.2])}
+    out = {d.spec.id: d for d in claims.decide_all([control, other], samples)}
+    assert out["ctrl"].verdict == "inconclusive"
+    assert out["cmp"].verdict == "inconclusive" and "would give pass" in out["cmp"].reason
+    samples["ctrl"] = claims.seeds([0.5, 0.6, 0.55])
+    out = {d.spec.id: d for d in claims.decide_all([control, other], samples)}
+    assert out["cmp"].verdict == "pass"
+
+
+def test_decide_all_rejects_missing_or_undeclared_samples():
+    with pytest.raises(ValueError, match=r"without a sample \['c'\]"):
+        claims.decide_all([sup()], {})
+    with pytest.raises(ValueError, match=r"without a declaration \['x'\]"):
+        claims.decide_all([sup()], {"c": 1.0, "x": 2.0})
+
+
+# ----------------------------------------------------------------------------- the interval
+def test_single_base_interval_matches_a_float64_t_interval():
+    rng = np.random.default_rng(1)
+    x = rng.normal(0.3, 0.2, 7)
+    iv = claims.interval(claims.seeds(x), 0.9)
+    n = len(x)
+    mean = sum(x) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1))
+    half = sps.t.ppf(0.95, n - 1) * sd / math.sqrt(n)
+    assert (iv.estimate, iv.low, iv.high) == pytest.approx((mean, mean - half, mean + half))
+
+
+def test_nested_interval_is_over_base_means():
+    values = [1.0, 1.2, 2.0, 2.4, 0.5, 0.7]
+    labels = [0, 0, 1, 1, 2, 2]
+    iv = claims.interval(claims.nested(values, labels), 0.95)
+    means = [1.1, 2.2, 0.6]
+    m = sum(means) / 3
+    sd = math.sqrt(sum((v - m) ** 2 for v in means) / 2)
+    half = sps.t.ppf(0.975, 2) * sd / math.sqrt(3)
+    assert (iv.low, iv.high) == pytest.approx((m - half, m + half))
+    assert iv.n_seeds == 6 and iv.n_bases == 3
+
+
+def _coverage(method_nested: bool, reps: int, sigma_base: float, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(3), 3)
+    hits = 0
+    for _ in range(reps):
+        x = rng.normal(0, sigma_base, 3)[labels] + rng.normal(0, 1.0, 9)
+        sample = claims.nested(x, labels) if method_nested else claims.seeds(x)
+        iv = claims.interval(sample, 0.95)
+        hits += iv.low < 0.0 < iv.high
+    return hits / reps
+
+
+@pytest.mark.parametrize("sigma_base", [0.0, 2.0])
+def test_nested_interval_covers_at_its_level(sigma_base):
+    reps = 3000
+    cov = _coverage(True, reps, sigma_base, seed=2)
+    mcse = math.sqrt(0.95 * 0.05 / reps)
+    assert cov >= 0.95 - 3 * mcse
+
+
+def test_seed_interval_ignoring_bases_undercovers():
+    """Why the engine nests: with base-to-base variation, an interval over seeds that ignores
+    the bases covers far below its level."""
+    assert _coverage(False, 2000, 2.0, seed=3) < 0.85
+
+
+# ----------------------------------------------------------------------------- sequential
+def test_seed_plan_looks_and_batches():
+    plan = claims.SeedPlan(bases=4, seeds_per_base=2, batch_bases=2, max_bases=7)
+    assert plan.batches() == [[0, 1, 2, 3], [4, 5], [6]] and plan.looks == 3
+    assert plan.max_seeds == 14
+    with pytest.raises(ValueError, match="max_bases=2 is below bases=3"):
+        claims.SeedPlan(bases=3, max_bases=2)
+    with pytest.raises(ValueError, match="seeds_per_base=0"):
+        claims.SeedPlan(seeds_per_base=0)
+
+
+def _measure(rng, mean, sigma_base, spb, calls):
+    def measure(bases, open_ids):
+        calls.append(list(bases))
+        labels = np.repeat(bases, spb)
+        x = mean + rng.normal(0, sigma_base, len(bases))[np.searchsorted(bases, labels)] \
+            + rng.normal(0, 1.0, labels.size)
+        return {cid: claims.nested(x, labels) for cid in open_ids}
+    return measure
+
+
+def test_sequential_rule_keeps_the_error_rate_under_optional_stopping():
+    """At the null boundary (true effect = threshold), the chance of a wrong pass over all
+    looks is at most alpha / 2 per side (Bonferroni spending), within Monte Carlo error."""
+    plan = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=6)
+    spec = sup(0.0)
+    rng = np.random.default_rng(4)
+    reps, wrong_pass, wrong_fail = 1500, 0, 0
+    for _ in range(reps):
+        res = claims.decide_sequentially([spec], _measure(rng, 0.0, 0.5, 2, []), plan)
+        v = res.decisions[0].verdict
+        wrong_pass += v == "pass"
+        wrong_fail += v == "fail"
+    bound = 0.025 + 3 * math.sqrt(0.025 * 0.975 / reps)
+    assert wrong_pass / reps <= bound and wrong_fail / reps <= bound
+
+
+def test_naive_repeated_looks_at_full_alpha_would_inflate_the_error():
+    """The same looks at the full level each time: the error rate the spending prevents."""
+    plan = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=6)
+    rng = np.random.default_rng(5)
+    reps, wrong = 1500, 0
+    for _ in range(reps):
+        measure = _measure(rng, 0.0, 0.5, 2, [])
+        sample = None
+        for batch in plan.batches():
+            new = measure(batch, frozenset({"c"}))["c"]
+            sample = new if sample is None else sample + new
+            if claims.decide(sup(0.0), sample).verdict == "pass":
+                wrong += 1
+                break
+    assert wrong / reps > 0.025 + 3 * math.sqrt(0.025 * 0.975 / reps)
+
+
+def test_sequential_adds_bases_only_while_undecided_and_keeps_early_verdicts():
+    plan = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=5)
+    rng = np.random.default_rng(6)
+    calls = []
+    big = sup(0.0)
+    res = claims.decide_sequentially([big], _measure(rng, 5.0, 0.1, 2, calls), plan)
+    assert calls == [[0, 1, 2]] and res.decisions[0].verdict == "pass"
+    assert res.decisions[0].look == 1 and res.decisions[0].looks == 3
+    assert res.decisions[0].interval.level == pytest.approx(1 - 0.05 / 3)
+    calls.clear()
+    res = claims.decide_sequentially([big], _measure(rng, 0.0, 0.0, 2, calls), plan)
+    assert calls == [[0, 1, 2], [3], [4]] and res.bases_used == [0, 1, 2, 3, 4]
+    assert res.decisions[0].interval.n_bases == 5
+
+
+def test_sequential_requires_a_sample_for_every_open_claim():
+    plan = claims.SeedPlan(bases=2, seeds_per_base=1, batch_bases=1, max_bases=2)
+    with pytest.raises(ValueError, match="no sample for open claim 'c'"):
+        claims.decide_sequentially([sup()], lambda b, o: {}, plan)
+
+
+# ----------------------------------------------------------------------------- properties
+finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(finite, min_size=0, max_size=12),
+       nbases=st.integers(1, 4), t=st.floats(-5, 5), gap=st.floats(0, 5),
+       direction=st.sampled_from([">", "<"]))
+def test_every_verdict_follows_from_its_columns(values, nbases, t, gap, direction):
+    fail = t - gap if direction == ">" else t + gap
+    spec = Declared("c", "s", "superiority", t, direction=direction, fail_threshold=fail)
+    labels = np.arange(len(values)) % nbases
+    d = claims.decide(spec, claims.nested(values, labels))
+    row = d.row_fields()
+    lo, hi = row["ci_low"], row["ci_high"]
+    if direction == ">":
+        want = "pass" if lo > t else "fail" if hi < fail else "inconclusive"
+    else:
+        want = "pass" if hi < t else "fail" if lo > fail else "inconclusive"
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        want = "inconclusive"
+    assert d.verdict == want
+    assert row["n_seeds"] == len(values)
