@@ -13,7 +13,7 @@ FRAME = pd.DataFrame({
 def test_counts_per_paper():
     table = report.counts(FRAME)
     assert list(table.index) == ["DARS", "E3", "ECHO-2", "Other"]
-    assert table.loc["DARS"].tolist() == [1, 1, 1, 0, 3]
+    assert table.loc["DARS"].tolist() == [1, 1, 1, 0, 0, 3]
     assert table.loc["ECHO-2", "not evaluated"] == 1
     assert int(table["claims"].sum()) == len(FRAME)
 
@@ -27,9 +27,9 @@ def test_old_claims_csv_with_passed_column():
 
 def test_verdict_table_links_papers_and_totals():
     text = report.verdict_table(FRAME)
-    assert "[DARS](https://arxiv.org/abs/2508.13755) | 1 | 1 | 1 | 0 | 3 |" in text
-    assert "| Other | 0 | 1 | 0 | 0 | 1 |" in text
-    assert "| **all** | **2** | **2** | **1** | **1** | **6** |" in text
+    assert "[DARS](https://arxiv.org/abs/2508.13755) | 1 | 1 | 1 | 0 | 0 | 3 |" in text
+    assert "| Other | 0 | 1 | 0 | 0 | 0 | 1 |" in text
+    assert "| **all** | **2** | **2** | **1** | **0** | **1** | **6** |" in text
 
 
 def _readme(tmp_path):
@@ -118,3 +118,15 @@ def test_committed_readme_matches_the_committed_rounding_run():
     assert bibliography.replace_block(text, block, report.ROUNDING_START,
                                       report.ROUNDING_END) == text, (
         "README rounding table is stale: run `python -m rlvr_lab.report --rounding`")
+
+
+def test_stable_column_and_pass_fail_flips():
+    keys = dict(experiment=["e", "e", "e", "e"], claim=["a", "b", "c", "d"],
+                setting=["small model"] * 4, measured=[1.0, 2.0, 3.0, 4.0])
+    base = pd.DataFrame({**keys, "verdict": ["pass", "fail", "inconclusive", "pass"]})
+    other = pd.DataFrame({**keys, "verdict": ["pass", "pass", "fail", "pass"]}).iloc[:3]
+    out = report.stability(base, other)
+    assert out["stable"].tolist() == ["yes", "no: pass", "no: fail", ""]
+    assert report.flips(base, other)["claim"].tolist() == ["b"]
+    block = report.rounding_table(base, other)
+    assert "Pass in one run and fail in the other: **1** (`b`)" in block
