@@ -65,7 +65,8 @@ _PAPERS = (
           "Models", "Zhihong Shao, Peiyi Wang, Qihao Zhu, et al.", 2024, "2402.03300",
           note="introduces GRPO; the reference implementations we follow are verl and TRL"),
     Paper("Dr.GRPO", "Understanding R1-Zero-Like Training: A Critical Perspective",
-          "Zichen Liu, Changyu Chen, Wenjun Li, et al.", 2025, "2503.20783", family="GRPO"),
+          "Zichen Liu, Changyu Chen, Wenjun Li, et al.", 2025, "2503.20783",
+          code="https://github.com/sail-sg/understand-r1-zero"),
     Paper("RLOO", "Back to Basics: Revisiting REINFORCE Style Optimization for Learning from "
           "Human Feedback in LLMs", "Arash Ahmadian, Chris Cremer, Matthias Gallé, et al.", 2024,
           "2402.14740", family="GRPO"),

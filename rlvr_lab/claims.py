@@ -189,12 +189,15 @@ class Sample:
     values: np.ndarray
     bases: np.ndarray
     deterministic: bool = False
+    proportion: bool = False  # 0/1 outcomes of independent trials: Clopper-Pearson interval
 
     def __post_init__(self):
         values = np.asarray(self.values, dtype=np.float64).reshape(-1)
         bases = np.asarray(self.bases).reshape(-1)
         if bases.shape != values.shape:
             raise ValueError(f"Sample: {values.size} values but {bases.size} base labels")
+        if self.proportion and not np.all(np.isin(values[np.isfinite(values)], (0.0, 1.0))):
+            raise ValueError("a proportion sample takes 0/1 outcomes; got other values")
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "bases", bases)
 
@@ -209,8 +212,10 @@ class Sample:
     def __add__(self, other: Sample) -> Sample:
         if self.deterministic or other.deterministic:
             raise ValueError("a deterministic sample cannot be extended with more seeds")
+        if self.proportion != other.proportion:
+            raise ValueError("a proportion sample can only be extended with 0/1 outcomes")
         return Sample(np.concatenate([self.values, other.values]),
-                      np.concatenate([self.bases, other.bases]))
+                      np.concatenate([self.bases, other.bases]), proportion=self.proportion)
 
 
 def seeds(values: npt.ArrayLike) -> Sample:
@@ -222,6 +227,15 @@ def seeds(values: npt.ArrayLike) -> Sample:
 def nested(values: npt.ArrayLike, bases: npt.ArrayLike) -> Sample:
     """Seeds nested in SFT bases: ``bases[i]`` names the base seed ``i`` started from."""
     return Sample(values, bases)
+
+
+def proportion(outcomes: npt.ArrayLike) -> Sample:
+    """0/1 outcomes of independent trials (e.g. "the mass decreased in this trial"). Their
+    interval is the exact Clopper-Pearson interval: a t-interval would collapse to a point when
+    every trial agrees (48 zeros are not evidence that the rate is exactly 0; the exact upper
+    bound is about 7%)."""
+    values = np.asarray(outcomes, dtype=np.float64).reshape(-1)
+    return Sample(values, np.zeros(values.size, dtype=int), proportion=True)
 
 
 def value(x: float) -> Sample:
@@ -253,6 +267,16 @@ def interval(sample: Sample, level: float = 0.95) -> Interval:
         return Interval(x, x, x, level, n, k, "deterministic", 0.0, n)
     if n == 0:
         return Interval(math.nan, -math.inf, math.inf, level, 0, 0, "none")
+    if sample.proportion:
+        if not np.all(np.isfinite(v)):
+            return Interval(math.nan, -math.inf, math.inf, level, n, k, "Clopper-Pearson")
+        hits = int(v.sum())
+        ci = _st.binomtest(hits, n).proportion_ci(confidence_level=level, method="exact")
+        p = hits / n
+        # the spread of one trial, for the seeds-to-decide estimate
+        return Interval(p, float(ci.low), float(ci.high), level, n, k,
+                        f"Clopper-Pearson over {n} trials", math.sqrt(max(p * (1 - p), 0.25 / n)),
+                        n)
     if k >= 2:
         labels = np.unique(b)
         units = np.array([v[b == lab].mean() for lab in labels])

@@ -6,6 +6,11 @@ moves from memory-bound (weights and KV cache re-read for a few sequences) to co
 the number N of parallel rollouts of one prompt grows, on whatever device runs it. On a CPU
 the matmuls are compute-bound already at small batches, so the gain is mostly the removal of
 per-step overhead; the paper's 2x is a GPU effect (HBM bandwidth vs tensor-core FLOPs).
+
+Claim ``large_n_raises_throughput`` (threshold, >): the mean over interleaved timing pairs of
+log(tokens/s at the largest N / tokens/s at N=16) above log 2. Declared not applicable here
+(a CPU cannot show the memory-bound-to-compute-bound mechanism); the ratio is still measured
+and reported.
 """
 from __future__ import annotations
 
@@ -15,8 +20,8 @@ import jax
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import plotting, stats
-from rlvr_lab.experiments import claim, experiment
+from rlvr_lab import claims, plotting
+from rlvr_lab.experiments import experiment
 from rlvr_lab.models import transformer
 
 PAPER = "BroRL"
@@ -90,8 +95,23 @@ def throughput_figure(df: pd.DataFrame, device: str):
     return fig
 
 
-@experiment("brorl_throughput", paper=PAPER, setting="small model",
-            claims=("large_n_raises_throughput",),
+CLAIMS = (
+    claims.Declared(
+        "large_n_raises_throughput",
+        statement="sampling at hundreds of rollouts per prompt gives about twice the tokens/s "
+                  "of N=16 (memory- to compute-bound decoding)",
+        paper_value="~2x generation throughput (GPU) [summary]",
+        estimand=f"log(tokens/s at the largest N / tokens/s at N=16), per interleaved timing "
+                 f"pair ({PAIRS} pairs)", unit="log ratio",
+        rule="threshold", direction=">", threshold=float(np.log(CLAIMED_RATIO)),
+        not_applicable="the ~2x is a GPU effect (decoding a few sequences is bound by HBM "
+                       "bandwidth, hundreds fill the tensor cores); on this CPU the matmuls "
+                       "are compute-bound already at small N, so larger N removes only "
+                       "per-step overhead"),
+)
+
+
+@experiment("brorl_throughput", paper=PAPER, setting="small model", claims=CLAIMS,
             default_seeds=1, quick_seeds=1)
 def run(ctx):
     """Sampling tokens/s of the tiny transformer vs parallel rollouts per prompt."""
@@ -101,24 +121,5 @@ def run(ctx):
     device = jax.devices()[0].platform
     ctx.save_table(df, "brorl_throughput")
     ctx.save_figure(throughput_figure(df, device), "brorl_throughput")
-    top = int(df.rollouts.iloc[-1])
-    logs = log_throughput_ratios(16, top, **size)
-    iv = stats.mean_interval(logs - np.log(CLAIMED_RATIO))
-    passed, verdict, note = stats.decide_sign(iv)
-    ratio, low, high = (CLAIMED_RATIO * float(np.exp(v)) for v in (iv.mean, iv.low, iv.high))
-    step_growth = float(df.ms_per_decode_step.iloc[-1] / df.ms_per_decode_step.iloc[0])
-    if verdict:
-        note = (f"; the interval contains {CLAIMED_RATIO:g}: timing noise on this machine "
-                "(more pairs or an idle machine would decide)")
-    return [claim(
-        "large_n_raises_throughput",
-        f"sampling at N={top} rollouts per prompt gives more tokens/s "
-        "than at N=16 (the paper: ~2x, memory- to compute-bound decoding)",
-        ratio, passed,
-        f"95% interval of tokens/s at N={top} / tokens/s at N=16 (geometric mean of {PAIRS} "
-        f"interleaved timing pairs) above {CLAIMED_RATIO:g} passes, below fails, else "
-        f"inconclusive; on this run's device ({device})",
-        paper=PAPER, paper_value="~2x generation throughput (GPU) [summary]", verdict=verdict,
-        reason=f"ratio {ratio:.2f} [{low:.2f}, {high:.2f}]{note}; a decode step for all N "
-               f"sequences costs {step_growth:.1f}x more at the largest N than at N=1; {size}, "
-               f"{NEW_TOKENS} new tokens")]
+    logs = log_throughput_ratios(16, int(df.rollouts.iloc[-1]), **size)
+    return ctx.decide({"large_n_raises_throughput": claims.seeds(logs)})

@@ -1,37 +1,43 @@
 """ROLL (arXiv:2506.06122): the rollout scheduler's abort, device mappings, and where
 colocated or disaggregated GPUs win.
 
-Three claims, each computed here (``rlvr_lab.papers.roll``):
+Claims (declared below as ``rlvr_lab.claims.Declared``, decided by the engine; thresholds
+fixed before the run). The small-model part nests seeds in SFT bases of the heavy-tailed
+search task (``sft.PRESETS["search"]``; :data:`FULL_PLAN` 3 bases x 2 seeds, one more base
+while undecided, up to 4; quick 2 x 2); every arm of a base uses the same key, so the
+responses are identical up to the stop:
 
-- ``roll_abort_saves_tokens`` (small model, heavy-tailed search task, ``sft.PRESETS["search"]``):
-  DAPO dynamic sampling over ``r = 2`` x B launched groups. The finish-everything filter runs
-  every response to its end and keeps B informative groups; ROLL's scheduler aborts the
-  in-flight responses as soon as B informative groups are complete. Same key for both, so the
-  responses are identical up to the stop. measured = mean over seeds of the share of generated
-  tokens saved. Passes when its 95% t-interval lies above 0 *and* the batch handed to training
-  equals the finish-everything run's batch (same groups, identical tokens, log-probs and
-  rewards) at every (seed, step) when both pick in completion order, *and* equals DAPO's
-  slot-order filter at every (seed, step) where the same groups complete first. Quick mode
-  measures rollouts of the SFT base at 3 steps (no update); full mode trains 20 GRPO steps on
-  ROLL's batches and compares at every step.
-- ``roll_token_accounting_exact``: the tokens the decoder actually generated per response
-  (aborted ones included) equal the scheduler's event model on the finish-everything lengths
-  (:func:`rlvr_lab.papers.roll.scheduler.schedule`), for every response of every round, with
-  and without the reward scored during the next chunk (``overlap``).
+- ``roll_grpo_raises_pass1`` (positive control): GRPO trained on ROLL's batches (quick: 2
+  steps, full: 20) raises held-out pass@1 over the SFT base (same evaluation keys before and
+  after): superiority above 0. When it does not pass, the engine turns the other claims'
+  pass/fail into inconclusive.
+- ``roll_abort_saves_tokens``: DAPO dynamic sampling over ``r = 2`` x B launched groups. The
+  finish-everything filter runs every response to its end and keeps B informative groups;
+  ROLL's scheduler aborts the in-flight responses once B informative groups are complete.
+  Estimand: per seed, the share of generated tokens saved (vs finish-everything, summed over
+  steps); superiority above 0.
+- ``roll_token_accounting_exact`` (exact, tolerance 0.5): for every response of every arm,
+  seed and step, the tokens the decoder generated equal the scheduler's event model on the
+  finish-everything lengths (:func:`rlvr_lab.papers.roll.scheduler.schedule`, with and
+  without the reward scored during the next chunk); the batch handed to training equals the
+  finish-everything run's (completion order) and DAPO's slot-order filter wherever the same
+  groups complete first; the scheduler's invariants hold. Errors: token-count differences and
+  one per mismatched batch or violated invariant.
 - ``roll_device_mappings_identical`` (small model, 4 fake CPU devices in a subprocess started
-  first, so that it runs alongside): the colocated mapping and disaggregated ones (generation
-  on some devices, scoring and update on the others, weights transferred every step) train
-  the same steps from one key; sampled tokens must be identical and every metric within 1e-5
-  and every parameter within 5% of a learning-rate step of the first mapping's (float noise of
-  sums split over devices). Quick: 1 step, colocated on 2 devices vs 2+2, a freshly
-  initialised tiny transformer updated by a KL term towards another one (no SFT, rewards 0:
-  every stage runs, the gradient is the KL's); full: 2 steps, 2 seeds, colocated on 4 vs 2+2
-  vs 1+3, GRPO from the search base.
-- ``roll_colocation_crossover`` (simulator): step time of colocated vs disaggregated mappings
-  vs number of GPUs and model size (:mod:`rlvr_lab.papers.roll.simulator`). measured = the
-  largest crossover device count over model sizes; passes when for every model colocated wins
-  at the smallest feasible D and one-step-asynchronous disaggregation wins from some D on
-  within the scan (a crossover inside the measured range).
+  first, so that it runs alongside; exact): the colocated mapping and disaggregated ones
+  (generation on some devices, scoring and update on the others, weights transferred every
+  step) train the same steps from one key. Errors, each in units of its tolerance (pass:
+  all < 1): differing sampled tokens (tolerance 1: any differing token fails), the largest
+  metric difference / :data:`METRIC_TOL`, and the parameters' difference from the first
+  mapping relative to its update norm / :data:`PARAM_REL_TOL` (derivation at the constant).
+  Quick: 1 step, colocated on 2 devices vs 2+2, a freshly initialised tiny transformer
+  updated by a KL term towards another one (no SFT, rewards 0: every stage runs, the gradient
+  is the KL's); full: 2 steps, 2 seeds, colocated on 4 vs 2+2 vs 1+3, GRPO from the search
+  base.
+- ``roll_colocation_crossover`` (simulator, exact): step time of colocated vs disaggregated
+  mappings vs number of GPUs and model size (:mod:`rlvr_lab.papers.roll.simulator`). Error
+  per model size: 0 when colocated wins at the smallest feasible D and one-step-asynchronous
+  disaggregation wins from some D on within the scan, else 1 (tolerance 0.5).
 """
 from __future__ import annotations
 
@@ -44,12 +50,12 @@ import sys
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import plotting, stats
-from rlvr_lab.experiments import claim, experiment
+from rlvr_lab import claims, plotting
+from rlvr_lab.experiments import experiment
 from rlvr_lab.papers.roll import engine as E
 from rlvr_lab.papers.roll import scheduler as S
 from rlvr_lab.papers.roll import simulator as SIM
-from rlvr_lab.train import sequence, sft
+from rlvr_lab.train import bases, sequence, sft
 from simulations import tiny_grpo
 
 PAPER = "ROLL"
@@ -61,8 +67,24 @@ ARMS = {  # name -> (RollConfig changes, abort)
     "roll_overlap": ({"chunk": 2, "overlap": True}, True),   # reward scored during next chunk
     "slot_abort": ({"order": "slot"}, True),         # DAPO's slot order, abort once decided
 }
-METRIC_TOL = 1e-5
-PARAM_TOL = 0.05   # x learning rate
+METRIC_TOL = 1e-5  # largest |difference| of a training metric (unchanged from before)
+# Parameters, relative to the update: ||theta_mapping - theta_first|| / ||theta_first -
+# theta_0||. Derivation: a reduction split over devices changes float32 sums by ~1e-7
+# relative, so a gradient coordinate of ordinary size changes its Adam step by ~1e-7 of lr;
+# but Adam's early steps move each coordinate by about lr * sign(gradient), so a coordinate
+# whose gradient is itself at the rounding level can move +-lr either way: a per-parameter
+# bound of a fraction of lr is fragile. If a fraction f of the P coordinates flip, the
+# difference norm is ~2 lr sqrt(f P) and the update norm ~lr sqrt(P): the ratio is
+# ~2 sqrt(f). 0.1 tolerates up to f = 0.25% of coordinates at the rounding level, while one
+# real algorithmic difference (another batch, another loss) moves most coordinates
+# (ratio ~1). The tokens of every step after the first also test that these differences do
+# not change the policy's behaviour.
+PARAM_REL_TOL = 0.1
+# Four arms over 20 steps per base, each base with its own trainer (and search-task SFT base):
+# tiny_grpo's plan (4 x 2 seeds, +2 bases to 6) would cost ~3x the single-base run (177 s at
+# 8 seeds); 3 bases x 2 seeds, one more base while undecided (at most 8 seeds) keeps it ~2x.
+FULL_PLAN = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=4)
+QUICK_PLAN = tiny_grpo.QUICK_PLAN
 
 
 def rl_config(quick: bool) -> sequence.SequenceRLConfig:
@@ -102,17 +124,24 @@ def step_rows(arms: dict, rounds: dict, step: int, batch_size: int) -> list[dict
                 shared_with_dapo=len(set(r.batch.tolist()) & set(dapo.tolist())) / batch_size,
                 used_length=r.counts["tokens_used"] / used if used else np.nan,
                 tokens_exact=bool(np.array_equal(model.scheduler.tokens, r.mask.sum(-1))),
+                tokens_error=int(np.max(np.abs(np.asarray(model.scheduler.tokens, np.int64)
+                                               - np.asarray(r.mask.sum(-1), np.int64)))),
                 invariants_ok=not S.check(r.scheduler, batch_size, lengths),
                 max_length=int(lengths.max())))
     return rows
 
 
-def run_rollouts(rl, trainer, key, num_seeds: int, *, train: bool, progress=lambda x, d: x):
+def run_rollouts(rl, trainer, key, num_seeds: int, *, train: bool, progress=lambda x, d: x,
+                 heldout: dict | None = None):
     """Every arm's rollouts from one key per step (training on ROLL's batch when ``train``);
-    returns the per-(step, seed, arm) table and the last step's rounds."""
+    returns the per-(step, seed, arm) table and the last step's rounds. ``heldout``: a dict
+    that receives held-out pass@1 ``[S]`` before (``"base"``) and after (``"final"``)
+    training, with the same evaluation keys."""
     arms = drivers(rl, trainer)
     roll = arms["roll"][0]
     state = trainer.init_state(num_seeds)
+    if heldout is not None:
+        heldout["base"] = trainer.evaluate(key, state, rl.steps)[:, 0]
     rows, rounds = [], None
     for step in progress(range(rl.steps), "rollouts"):
         keys = roll.rollout_keys(key, step, num_seeds)
@@ -126,6 +155,8 @@ def run_rollouts(rl, trainer, key, num_seeds: int, *, train: bool, progress=lamb
                     row.update(train_pass1=float(metrics["pass1"][row["seed"]]),
                                loss=float(metrics["loss"][row["seed"]]))
         rows += new
+    if heldout is not None:
+        heldout["final"] = trainer.evaluate(key, state, rl.steps)[:, 0]
     return pd.DataFrame(rows), rounds
 
 
@@ -156,34 +187,27 @@ def finish_mapping_check(proc, timeout: float = 900) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def mapping_claim(result: dict) -> object:
-    statement = ("placing generation, scoring and update on different device sub-meshes "
-                 "(colocated or disaggregated) leaves the numbers unchanged for a fixed key")
-    criterion = (f"sampled tokens identical across mappings, every metric within "
-                 f"{METRIC_TOL:g} and every parameter within {PARAM_TOL:g} x learning rate "
-                 "of the colocated mapping's (float noise of sums split over devices)")
-    common = dict(paper=PAPER, setting="small model", paper_ref=f"{REF} (AutoDeviceMapping)",
-                  paper_value="AutoDeviceMapping assigns each stage's cluster to device sets; "
-                              "the mapping changes speed, not the algorithm")
-    if "error" in result:
-        return claim("roll_device_mappings_identical", statement, None, None, criterion,
-                     reason=f"4-device subprocess failed: {result['error']}", **common)
-    what = ("a random tiny transformer, KL update (beta 0.1) towards another random one"
-            if result.get("base") == "random" else f"GRPO from the {result.get('base')} base")
-    maps = result["mappings"]
-    lr = result["learning_rate"]
-    metric = max(m["max_metric_diff"] for m in maps.values())
-    param = max(m["max_param_diff"] for m in maps.values())
-    tokens = all(m["tokens_equal"] for m in maps.values())
-    passed = tokens and metric <= METRIC_TOL and param <= PARAM_TOL * lr and len(maps) >= 2
-    desc = "; ".join(f"{name}: update on {m['update_devices']} devices, "
-                     f"{m['transfer_bytes'] / 1e6:.2f} MB sent per step, max metric diff "
-                     f"{m['max_metric_diff']:.1e}, max param diff {m['max_param_diff']:.1e}"
-                     for name, m in maps.items())
-    return claim("roll_device_mappings_identical", statement, metric, passed, criterion,
-                 reason=f"{what}; {result['devices']} fake CPU devices, {result['steps']} step(s), "
-                        f"{result['seeds']} seed(s), {result['rows']} rows per step, lr {lr}; "
-                        f"tokens identical: {tokens}; {desc}", **common)
+def mapping_errors(result: dict) -> np.ndarray:
+    """Per mapping after the first: differing sampled tokens, the largest metric difference
+    and the relative parameter difference, each in units of its tolerance (NaN: the subprocess
+    failed or compared fewer than two mappings)."""
+    maps = list(result.get("mappings", {}).values())[1:]
+    if "error" in result or not maps:
+        return np.array([np.nan])
+    return np.array([[m["token_diffs"], m["max_metric_diff"] / METRIC_TOL,
+                      m["param_rel_diff"] / PARAM_REL_TOL] for m in maps]).ravel()
+
+
+def accounting_errors(table: pd.DataFrame) -> np.ndarray:
+    """Token-count errors of every round, and one per mismatched batch or violated invariant
+    (0 where all is exact)."""
+    roll = table[table.arm == "roll"]
+    same_groups = roll["same_groups_as_dapo"].astype(bool)
+    return np.concatenate([
+        table["tokens_error"].to_numpy(float),
+        (~roll["same_as_finish"].astype(bool)).to_numpy(float),
+        (~roll["identical_to_dapo"].astype(bool)[same_groups]).to_numpy(float),
+        (~table["invariants_ok"].astype(bool)).to_numpy(float)])
 
 
 # ----------------------------------------------------------------------------- figures
@@ -229,11 +253,69 @@ def figure(table: pd.DataFrame, rounds: dict, sim: pd.DataFrame, batch_size: int
     return fig
 
 
+# ----------------------------------------------------------------------------- claims
+_MAPPING_VALUE = ("AutoDeviceMapping assigns each stage's cluster to device sets; the mapping "
+                  "changes speed, not the algorithm")
+CLAIMS = (
+    claims.Declared(
+        "roll_grpo_raises_pass1", control=True,
+        statement="GRPO trained on ROLL's batches raises held-out pass@1 over the SFT base (the "
+                  "study's positive control)",
+        paper_ref="derived",
+        estimand="held-out pass@1 after training minus the SFT base's (same evaluation keys), "
+                 "per seed", unit="pass@1", rule="superiority", threshold=0.0),
+    claims.Declared(
+        "roll_abort_saves_tokens",
+        statement="aborting in-flight requests once enough informative groups are complete "
+                  "saves generated tokens (the batch stays the one finish-everything would "
+                  "hand to training: roll_token_accounting_exact)",
+        paper_value="the scheduler stops generating for a batch once enough samples are "
+                    "collected (no token figure in the abstract)",
+        paper_ref=f"{REF} (rollout scheduler)",
+        estimand="1 - generated tokens (ROLL abort) / generated tokens (finish everything), "
+                 "summed over steps, per seed", unit="share of tokens",
+        rule="superiority", threshold=0.0,
+        gated=False),
+    claims.Declared(
+        "roll_token_accounting_exact",
+        statement="the generated, aborted and wasted tokens of every response are counted "
+                  "exactly, and aborting hands training the batch finish-everything would",
+        paper_value="per-sample lifecycle management (queued, running, finished, aborted)",
+        paper_ref=f"{REF} (rollout scheduler)",
+        estimand="per round: |decoder tokens - scheduler event model| (largest over responses);"
+                 " 1 per batch differing from finish-everything (or from DAPO's slot-order "
+                 "filter where the same groups complete first) or violated invariant",
+        unit="tokens or mismatches", rule="exact", direction="<", threshold=0.5,
+        gated=False),
+    claims.Declared(
+        "roll_device_mappings_identical",
+        statement="placing generation, scoring and update on different device sub-meshes "
+                  "(colocated or disaggregated) trains identically for a fixed key",
+        paper_value=_MAPPING_VALUE, paper_ref=f"{REF} (AutoDeviceMapping)",
+        estimand="per disaggregated mapping vs the colocated one: differing sampled tokens; "
+                 f"largest metric difference / {METRIC_TOL:g}; ||parameter difference|| / "
+                 f"||update|| / {PARAM_REL_TOL:g}", unit="multiples of the tolerance",
+        rule="exact", direction="<", threshold=1.0,
+        note="float rounding of sums split over devices is the only expected difference",
+        gated=False),
+    claims.Declared(
+        "roll_colocation_crossover", setting="simulator",
+        statement="colocating all stages wins on few GPUs and disaggregating generation from "
+                  "training wins on many, with a crossover inside the scanned range",
+        paper_value="colocation and disaggregation are both supported; which is faster "
+                    "depends on the cluster (no crossover figure in the abstract)",
+        paper_ref=f"{REF} (AutoDeviceMapping)",
+        estimand="per model size: 0 when colocated is faster at the smallest D where it fits "
+                 "and disaggregated (one-step asynchronous, best split) is faster from some D "
+                 "on within the scan, else 1", unit="model sizes without a crossover",
+        rule="exact", direction="<", threshold=0.5,
+        gated=False),
+)
+
+
 # ----------------------------------------------------------------------------- experiment
-@experiment("roll", sft_bases=("search",), paper=PAPER,
-            claims=("roll_abort_saves_tokens", "roll_token_accounting_exact",
-                    "roll_device_mappings_identical", "roll_colocation_crossover"),
-            default_seeds=8, quick_seeds=4)
+@experiment("roll", sft_bases=("search",), paper=PAPER, setting="small model", claims=CLAIMS,
+            default_seeds=8, quick_seeds=4, plan=FULL_PLAN, quick_plan=QUICK_PLAN)
 def run(ctx):
     """ROLL: dynamic sampling that aborts in-flight requests, device mappings on
     jax.sharding, and the colocated/disaggregated crossover."""
@@ -242,104 +324,56 @@ def run(ctx):
         sft.load_or_train(rl.base, verbose=False)    # the subprocess uses it (full mode)
     # quick: the subprocess needs no SFT base (random policy, KL update): it runs alongside
     mapping_proc = start_mapping_check(ctx.quick)
+    key, per_base = ctx.stream("rl"), ctx.plan.seeds_per_base
+    devices = (2, 4, 8, 16) if ctx.quick else (2, 4, 8, 16, 32, 64)
+    tables, last, once = [], {}, {}
+
+    def measure(base_ids, open_ids):
+        numbers = []
+        for b in base_ids:
+            rl_b = bases.with_base(rl, b)
+            heldout: dict = {}
+            table, rounds = run_rollouts(rl_b, sequence.Trainer(rl_b), bases.base_key(key, b),
+                                         per_base, train=True, progress=ctx.progress,
+                                         heldout=heldout)
+            last.setdefault("rounds", rounds)
+            tables.append(table.assign(base=b, seed=table.seed + b * per_base))
+            numbers.append({"roll_grpo_raises_pass1": heldout["final"] - heldout["base"],
+                            "roll_abort_saves_tokens": savings(table, "roll")})
+        labels = bases.labels(base_ids, per_base)
+        out = {c: claims.nested(np.concatenate([n[c] for n in numbers]), labels)
+               for c in ("roll_grpo_raises_pass1", "roll_abort_saves_tokens") if c in open_ids}
+        if "roll_token_accounting_exact" in open_ids:
+            out["roll_token_accounting_exact"] = claims.seeds(accounting_errors(
+                pd.concat(tables, ignore_index=True)))
+        if "roll_colocation_crossover" in open_ids:
+            workload = SIM.default_workload(128 if ctx.quick else 512)
+            models = ("1.5b", "4b", "8b") if ctx.quick else tuple(SIM.MODEL_PARAMS)
+            once["sim"] = SIM.sweep(models, devices, workload,
+                                    grid=SIM.SPLIT_GRID if ctx.quick else None)
+            cross = SIM.crossover(once["sim"])
+            out["roll_colocation_crossover"] = claims.seeds([
+                0.0 if c["colocated_wins_smallest"] and c["from_devices"] is not None else 1.0
+                for c in cross.values()])
+        if "roll_device_mappings_identical" in open_ids:
+            once["mapping"] = finish_mapping_check(mapping_proc)
+            out["roll_device_mappings_identical"] = claims.seeds(mapping_errors(once["mapping"]))
+        return out
+
     try:
-        trainer = sequence.Trainer(rl)
-        table, rounds = run_rollouts(rl, trainer, ctx.key(0), ctx.seeds, train=not ctx.quick,
-                                     progress=ctx.progress)
-        devices = (2, 4, 8, 16) if ctx.quick else (2, 4, 8, 16, 32, 64)
-        workload = SIM.default_workload(128 if ctx.quick else 512)
-        models = ("1.5b", "4b", "8b") if ctx.quick else tuple(SIM.MODEL_PARAMS)
-        sim = SIM.sweep(models, devices, workload, grid=SIM.SPLIT_GRID if ctx.quick else None)
-        mapping = finish_mapping_check(mapping_proc)
+        decided, _ = ctx.sequential(measure)
     finally:
         if mapping_proc.poll() is None:
             mapping_proc.kill()
+    table, sim, mapping = pd.concat(tables, ignore_index=True), once["sim"], once["mapping"]
     ctx.save_table(table, "roll_rollouts")
     ctx.save_table(sim, "roll_simulator")
     if "mappings" in mapping:
         ctx.save_table(pd.DataFrame([dict(mapping=k, **{kk: vv for kk, vv in v.items()
                                                          if not isinstance(vv, (dict, list))})
                                      for k, v in mapping["mappings"].items()]), "roll_mappings")
-    ctx.save_figure(figure(table, rounds, sim, rl.num_prompts), "roll")
-
-    B, G = rl.num_prompts, rl.num_generations
-    save = stats.mean_interval(savings(table, "roll"))
-    save_overlap = stats.mean_interval(savings(table, "roll_overlap"))
-    save_slot = stats.mean_interval(savings(table, "slot_abort"))
-    roll = table[table.arm == "roll"]
-    same_finish = roll["same_as_finish"].astype(bool)
-    same_groups = roll["same_groups_as_dapo"].astype(bool)
-    identical_dapo = roll["identical_to_dapo"].astype(bool)
-    invariants = bool(table["invariants_ok"].all())
-    n = len(roll)
-    setting = (f"{ctx.seeds} seeds x {rl.steps} steps, B={B} groups of G={G} from "
-               f"{int(np.ceil(OVER_PROVISION * B))} launched, lock-step decode up to "
-               f"{rl.base.max_new_tokens} tokens, search task (P(k) ~ 1/k); "
-               + ("rollouts of the SFT base, no update (quick mode)" if ctx.quick else
-                  "GRPO trained on ROLL's batches"))
-    mean = table.groupby("arm").mean(numeric_only=True)
-    abort_claim = claim(
-        "roll_abort_saves_tokens",
-        "aborting in-flight requests once enough informative groups are complete saves "
-        "generated tokens without changing which groups are trained on beyond what completion "
-        "order implies",
-        save.mean,
-        save.above(0.0) and bool(same_finish.all()) and bool(identical_dapo[same_groups].all())
-        and invariants,
-        "95% t-interval of the per-seed token saving (vs finish-everything, same key) above 0; "
-        "batch identical to the finish-everything run's (completion order) at every (seed, "
-        "step); identical to DAPO's slot-order filter wherever the same groups complete "
-        "first; scheduler invariants hold",
-        paper=PAPER, setting="small model", paper_ref=f"{REF} (rollout scheduler)",
-        paper_value="the scheduler stops generating for a batch once enough samples are "
-                    "collected (no token figure in the abstract)",
-        reason=f"saving {save} of generated tokens; with the reward scored during the next "
-               f"chunk (chunk 2) {save_overlap.mean:.1%}; aborting in DAPO's slot order "
-               f"{save_slot.mean:.1%}; aborted tokens {mean.loc['roll', 'tokens_aborted']:.0f}"
-               f" vs surplus tokens of the finish run {mean.loc['finish', 'tokens_surplus']:.0f}"
-               f" per seed-step; same batch as finish-everything in {same_finish.sum()}/{n}; "
-               f"same groups as DAPO's slot-order filter in {same_groups.sum()}/{n}, identical "
-               f"arrays there in {identical_dapo.sum()}/{same_groups.sum()}; ROLL's batch shares "
-               f"{roll['shared_with_dapo'].mean():.0%} of its groups with DAPO's slot-order "
-               f"batch and its responses are shorter ({mean.loc['roll', 'used_length']:.2f} vs "
-               f"{mean.loc['slot_abort', 'used_length']:.2f} tokens): completion order favours "
-               f"groups whose longest response is short; invariants "
-               f"{'hold' if invariants else 'VIOLATED'} ({setting})")
-    exact = table["tokens_exact"].astype(bool)
-    accounting = claim(
-        "roll_token_accounting_exact",
-        "the generated, aborted and wasted tokens of every response are counted exactly",
-        float(exact.mean()), bool(exact.all()),
-        "for every response of every arm, seed and step, the tokens the decoder generated "
-        "equal the scheduler's event model on the finish-everything lengths (exact integers)",
-        paper=PAPER, setting="small model", paper_ref=f"{REF} (rollout scheduler)",
-        paper_value="per-sample lifecycle management (queued, running, finished, aborted)",
-        reason=f"{exact.sum()}/{len(exact)} rounds exact; generated = used + aborted + "
-               f"filtered + surplus in every round ({setting})")
-    cross = SIM.crossover(sim)
-    ok = all(c["colocated_wins_smallest"] and c["from_devices"] is not None
-             for c in cross.values())
-    starts = {m: c["from_devices"] for m, c in cross.items()}
-    found = [d for d in starts.values() if d is not None]
-    sync_wins = float((sim["disaggregated"] < sim["colocated"]).mean())
-    region = ", ".join(f"{m}: from {d} GPUs" if d else f"{m}: never" for m, d in starts.items())
-    crossover = claim(
-        "roll_colocation_crossover",
-        "colocating all stages wins on few GPUs and disaggregating generation from training "
-        "wins on many, with a crossover inside the scanned range",
-        max(found) if found else None, ok,
-        f"for every model size, colocated is faster at the smallest D where it fits and "
-        f"disaggregated (one-step asynchronous, best split) is faster from some D on, "
-        f"D in {list(devices)} (measured = largest crossover D)",
-        paper=PAPER, setting="simulator", paper_ref=f"{REF} (AutoDeviceMapping)",
-        paper_value="colocation and disaggregation are both supported; which is faster "
-                    "depends on the cluster (no crossover figure in the abstract)",
-        reason=f"disaggregated-async beats colocated {region}; synchronous disaggregation "
-               f"beats colocated in {sync_wins:.0%} of (model, D) cells; "
-               f"{workload.n_groups} prompts x {workload.group_size} responses per step, "
-               f"heavy-tailed lengths (cap {workload.lengths.l_max}), H100-class presets, "
-               f"PCIe {SIM.DEFAULT_CLUSTER.offload_gb_s:g} GB/s offload, network "
-               f"{SIM.DEFAULT_CLUSTER.network_gb_s:g} GB/s weight transfer; measured_text "
-               "lists the region", )
-    crossover = dataclasses.replace(crossover, measured_text=region)
-    return [abort_claim, accounting, mapping_claim(mapping), crossover]
+    ctx.save_figure(figure(table, last["rounds"], sim, rl.num_prompts), "roll")
+    region = ", ".join(f"{m}: from {c['from_devices']} GPUs" if c["from_devices"] else
+                       f"{m}: never" for m, c in SIM.crossover(sim).items())
+    return [dataclasses.replace(c, measured_text=region) if c.id == "roll_colocation_crossover"
+            else c for c in decided]

@@ -18,7 +18,8 @@ uninterrupted run exactly. With ``data_parallel=True`` rollout and update batche
 over all devices (``Mesh`` + ``NamedSharding`` on the batch axis; parameters replicated).
 
 Per-step metrics (per seed): ``pass1`` (mean correctness of the batch), ``pass_at_G``, ``reward``,
-``response_length``, ``entropy``, ``clip_frac``, ``zero_adv_frac``, ``kl`` (k3 to the base),
+``response_length``, ``incorrect_length`` / ``correct_length`` (mean length of the rollouts
+with reward <= 0 / > 0; 0 when there are none), ``entropy``, ``clip_frac``, ``zero_adv_frac``, ``kl`` (k3 to the base),
 ``loss``, ``grad_norm``. Held-out evaluations every ``eval_every`` steps: pass@k for
 k = 1..``eval_samples`` (unbiased estimator).
 """
@@ -392,6 +393,11 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
         response_length=losses.masked_mean(valid.sum(-1), adv.keep.reshape(-1))
         if group_mask is not None else valid.sum(-1).mean(),
         entropy=losses.masked_mean(batch.entropy, valid),
+        # Dr.GRPO's length bias is about the length of wrong answers (reward <= 0)
+        incorrect_length=losses.masked_mean(
+            valid.sum(-1), adv.keep.reshape(-1) & (rewards.reshape(-1) <= 0)),
+        correct_length=losses.masked_mean(
+            valid.sum(-1), adv.keep.reshape(-1) & (rewards.reshape(-1) > 0)),
         zero_adv_frac=((flat_adv == 0) & adv.keep.reshape(-1)).sum()
         / jnp.maximum(adv.keep.sum(), 1),
     )

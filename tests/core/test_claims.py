@@ -291,3 +291,18 @@ def test_every_verdict_follows_from_its_columns(values, nbases, t, gap, directio
         want = "inconclusive"
     assert d.verdict == want
     assert row["n_seeds"] == len(values)
+
+
+def test_proportion_uses_an_exact_binomial_interval():
+    d = claims.decide(Declared("c", "s", "threshold", 0.01, direction="<"),
+                      claims.proportion(np.zeros(48)))
+    # 48 agreeing trials do not show a rate below 1%: the exact upper bound is ~7.4%
+    assert d.interval.low == 0.0 and d.interval.high == pytest.approx(0.0740, abs=1e-3)
+    assert d.verdict == "inconclusive"
+    ci = sps.binomtest(3, 40).proportion_ci(0.95, method="exact")
+    iv = claims.interval(claims.proportion([1] * 3 + [0] * 37))
+    assert (iv.low, iv.high) == pytest.approx((ci.low, ci.high))
+    assert claims.decide(Declared("c", "s", "threshold", 0.5, direction="<"),
+                         claims.proportion(np.zeros(48))).verdict == "pass"
+    with pytest.raises(ValueError, match="0/1 outcomes"):
+        claims.proportion([0.5, 1.0])

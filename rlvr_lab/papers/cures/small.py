@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 import optax
+import pandas as pd
 from jax.typing import ArrayLike
 
 from rlvr_lab import losses, metrics
@@ -407,6 +408,36 @@ class Result(NamedTuple):
         """Mean length (tokens) of the correct held-out completions ``[A, S]``."""
         correct, length = self.base if which == "base" else self.final
         return (length * correct).sum(axis=(-1, -2)) / np.maximum(correct.sum(axis=(-1, -2)), 1)
+
+
+def concat_results(results: Sequence[Result]) -> Result:
+    """Several :class:`Result` (e.g. one per SFT base, same arms and steps) as one with all
+    their seeds (seed axis in order), for figures and tables; ``state`` is left out (None)."""
+    if not results:
+        raise ValueError("concat_results needs at least one result")
+    first = results[0]
+    cat = lambda axis, xs: np.concatenate([np.asarray(x) for x in xs], axis)  # noqa: E731
+    pair = lambda which: tuple(cat(1, [getattr(r, which)[i] for r in results])  # noqa: E731
+                               for i in range(2))
+    return Result(state=None, arms=first.arms,
+                  history={k: cat(2, [r.history[k] for r in results]) for k in first.history},
+                  eval_steps=first.eval_steps, correct=cat(2, [r.correct for r in results]),
+                  length=cat(2, [r.length for r in results]), base=pair("base"),
+                  final=pair("final"), steps=first.steps,
+                  seconds=float(sum(r.seconds for r in results)))
+
+
+def frames(res: Result, names: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-step metrics and held-out pass@1, long form (arm, seed, step, ...)."""
+    a, s = len(names), res.history["pass1"].shape[2]
+    hist = pd.concat([pd.DataFrame({"arm": names[i], "seed": j, "step": np.arange(res.steps),
+                                    **{k: v[:, i, j] for k, v in res.history.items()}})
+                      for i in range(a) for j in range(s)], ignore_index=True)
+    p1 = res.pass1()
+    ev = pd.concat([pd.DataFrame({"arm": names[i], "seed": j, "step": res.eval_steps,
+                                  "heldout_pass1": p1[:, i, j]})
+                    for i in range(a) for j in range(s)], ignore_index=True)
+    return hist, ev
 
 
 def _seed_keys(key, seeds):

@@ -20,7 +20,7 @@ with more rollouts weighs more in the update — as in the verl-based CurES code
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -31,9 +31,6 @@ from rlvr_lab.papers.cures import posterior as post
 from rlvr_lab.papers.cures.allocation import cures_allocation
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.rollout import RolloutStage, Sampler, StageShape
-
-if TYPE_CHECKING:
-    from rlvr_lab.papers.e3.stage import E3State
 
 SAMPLINGS = ("uniform", "cures", "cures_code")
 ALLOCATIONS = ("uniform", "neyman")
@@ -58,7 +55,13 @@ class GroupCounters(NamedTuple):
                              self.all_correct + all_c.sum(), self.spent + spent)
 
 
-def all_incorrect_fraction(rollout_state: CuresState | E3State) -> jax.Array:
+class HasCounters(Protocol):
+    """A stage state carrying :class:`GroupCounters` (the CurES and the E3 stage's)."""
+
+    counters: GroupCounters
+
+
+def all_incorrect_fraction(rollout_state: HasCounters) -> jax.Array:
     """Fraction of all-incorrect groups over a run, from a CurES or E3 stage's final state."""
     c = rollout_state.counters
     return c.all_incorrect / jnp.maximum(c.groups, 1)

@@ -245,8 +245,10 @@ def compare(config: sequence.SequenceRLConfig, mappings: Iterable[DeviceMapping]
             base_policy: transformer.Policy | None = None,
             ref_policy: transformer.Policy | None = None) -> dict:
     """Train ``steps`` steps under every mapping from the same key; per mapping the metrics
-    ``[steps, S]``, the sampled tokens' equality with the first mapping, and the largest
-    absolute differences of metrics and final parameters against the first mapping."""
+    ``[steps, S]``, the sampled tokens' equality with the first mapping (and how many differ),
+    the largest absolute differences of metrics and final parameters against the first
+    mapping, and ``param_rel_diff``: the norm of the final parameters' difference from the
+    first mapping's over the norm of the first mapping's update (final - start), all seeds."""
     trainer = sequence.Trainer(config, base_policy=base_policy)
     results = {}
     for mp in mappings:
@@ -265,12 +267,21 @@ def compare(config: sequence.SequenceRLConfig, mappings: Iterable[DeviceMapping]
                             "devices": len(leaf.sharding.device_set),
                             "transfer_bytes": mt.transfer_bytes}
     first = next(iter(results.values()))
+    # the first mapping's update: its final parameters minus the starting ones (every seed)
+    start = [np.asarray(x) for x in jax.tree.leaves(trainer.base_policy)]
+    update_norm = float(np.sqrt(sum(np.sum((a - b[None].astype(np.float64)) ** 2)
+                                    for a, b in zip(first["params"], start))))
     summary = {}
     for name, r in results.items():
+        diff_norm = float(np.sqrt(sum(np.sum((a.astype(np.float64) - b) ** 2)
+                                      for a, b in zip(r["params"], first["params"]))))
         metric_diff = {k: float(np.max(np.abs(v - first["metrics"][k])))
                        for k, v in r["metrics"].items() if k != "transfer_bytes"}
         summary[name] = {
             "tokens_equal": bool(np.array_equal(r["tokens"], first["tokens"])),
+            "token_diffs": int(np.sum(r["tokens"] != first["tokens"])),
+            "param_rel_diff": diff_norm / update_norm if update_norm > 0 else float("nan"),
+            "update_norm": update_norm,
             "max_metric_diff": max(metric_diff.values()),
             "metric_diff": metric_diff,
             "max_param_diff": float(max(np.max(np.abs(a - b)) for a, b in

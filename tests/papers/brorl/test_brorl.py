@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_lab import theory
+from rlvr_lab.papers.brorl import sweep as S
 from rlvr_lab.papers.brorl import theory as mb
+from rlvr_lab.papers.brorl import training
 
 HYP = settings(max_examples=25, deadline=None)
 
@@ -237,8 +239,6 @@ def test_sample_counts_prefixes():
 
 # ----------------------------------------------------------------------------- simulation
 def test_make_logits_hits_target_mass_and_sweep_runs():
-    from simulations import brorl as S
-
     for fam in (0, 1):
         z, c = S.make_logits(jax.random.key(fam), fam, 2.0, 5, 0.03, 300)
         assert int(c.sum()) == 5
@@ -259,8 +259,6 @@ def test_make_logits_hits_target_mass_and_sweep_runs():
 
 
 def test_first_n_below():
-    from simulations import brorl as S
-
     summary = pd.DataFrame({"vocab_size": 1, "setting": ["a"] * 4 + ["b"] * 4, "update": "u",
                                 "N": [4, 16, 64, 256] * 2,
                                 "p": [0.3, 0.0, 0.02, 0.0, 0.3, 0.2, 0.1, 0.05]})
@@ -285,3 +283,68 @@ def test_throughput_ratio_pairs_are_interleaved_and_finite():
     logs = log_throughput_ratios(2, 2, d_model=32, n_layers=1, pairs=4)
     assert logs.shape == (4,) and np.isfinite(logs).all()
     assert abs(np.median(logs)) < np.log(10.0)
+
+
+# ----------------------------------------------------------------------------- claim numbers
+def _trials(exact_by_setting):
+    """A one-step trial frame: ``{(vocab, setting, q0): {N: [exact per trial]}}``, the same
+    values for both updates."""
+    rows = []
+    for (v, s, q0), by_n in exact_by_setting.items():
+        for n, values in by_n.items():
+            for t, x in enumerate(values):
+                rows.append({"vocab_size": v, "setting": s, "q0": q0, "N": n, "trial": t,
+                             "exact_idealised": x, "exact_sampled_pg": x})
+    return pd.DataFrame(rows)
+
+
+def test_p_decrease_trials_follow_the_hardest_setting():
+    # among the hard prompts (q0 0.01), "b" decreases most often at N=16; at N=64 it never
+    # does; "easy" (q0 0.5) decreases always but is not a hard setting
+    df = _trials({(8, "a", 0.01): {16: [1, -1, 1, 1], 64: [1, 1, 1, 1]},
+                  (8, "b", 0.01): {16: [-1, -1, -1, 1], 64: [1, 1, 1, 1]},
+                  (8, "easy", 0.5): {16: [-1] * 4, 64: [-1] * 4}})
+    summary = pd.DataFrame([{"vocab_size": v, "setting": s, "q0": q0, "N": n, "update": u,
+                             "p_decrease": float(np.mean(np.asarray(g["exact_idealised"]) < 0))}
+                            for (v, s, q0, n), g in df.groupby(["vocab_size", "setting", "q0",
+                                                                "N"])
+                            for u in S.UPDATES])
+    assert S.hardest_setting(summary, "idealised") == (8, "b")
+    np.testing.assert_array_equal(S.p_decrease_trials(df, summary, "sampled_pg", 16),
+                                  [1, 1, 1, 0])
+    np.testing.assert_array_equal(S.p_decrease_trials(df, summary, "idealised", 64), [0] * 4)
+
+
+def test_all_up_trials_take_the_rarest_setting():
+    trials = pd.DataFrame({"setting": ["a"] * 4 + ["b"] * 4, "N": [4, 4, 64, 64] * 2,
+                           "all_up_idealised": [0, 0, 1, 1, 1, 1, 1, 0]})
+    relaxed = pd.DataFrame({"setting": ["a", "a", "b", "b"], "N": [4, 64, 4, 64],
+                            "update": "idealised", "p_all_up": [0.0, 1.0, 1.0, 0.5]})
+    np.testing.assert_array_equal(S.all_up_trials(trials, relaxed, 64), [1, 0])
+
+
+def test_first_order_errors_are_relative_to_each_tolerance():
+    row = {}
+    for u in S.UPDATES:
+        row.update({f"{t}_{u}": 1.0 for t in mb.TERMS})
+        row.update({f"total_{u}": 3.0, f"first_order_{u}": 3.0 + 3e-11, f"rich_{u}": 5e-7})
+    err = S.first_order_errors(pd.DataFrame([row]))
+    np.testing.assert_allclose(np.sort(err), [0.1, 0.1, 0.5, 0.5], rtol=1e-4)
+    row["rich_sampled_pg"] = 2e-6        # one error above its tolerance: the claim must fail
+    assert S.first_order_errors(pd.DataFrame([row])).max() == pytest.approx(2.0)
+
+
+def test_training_seed_numbers_are_paired_differences():
+    study = training.TrainingStudy(phase1_steps=10, phase2_steps=4, budget_steps=1,
+                                   n_large=32)
+    rows = []
+    for branch, n, acc, filt in (("N=16", 14, 0.5, 0.9), ("N=32", 14, 0.7, 0.4)):
+        for seed in range(2):
+            for step in range(n):
+                late = step >= 10
+                rows.append({"branch": branch, "seed": seed, "step": step,
+                             "accuracy": (acc if late else 0.5) + 0.01 * seed,
+                             "filtered": filt if late else 0.9})
+    got = training.seed_numbers(pd.DataFrame(rows), study)
+    np.testing.assert_allclose(got["gain"], [0.2, 0.2])
+    np.testing.assert_allclose(got["filtered"], [-0.5, -0.5])

@@ -95,3 +95,98 @@ def test_decision_logits_correct_set_and_continue_from():
         base_policy = "old"
     t2 = small.continue_from(T(), "new")
     assert t2.base_policy == "new" and t2.config == "c"
+
+
+# ----------------------------------------------------------------------------- the study
+def _fake_run(pass1_by_eval, steps=None):
+    """A stand-in for ``sequence.Run``: only ``evals`` (pass@1 ``[E, S]``)."""
+    from types import SimpleNamespace
+    pa = np.asarray(pass1_by_eval, float)[:, :, None]
+    steps = list(range(len(pa))) if steps is None else steps
+    return SimpleNamespace(evals={"step": steps, "pass_at": pa})
+
+
+def test_seed_numbers_are_the_paired_differences():
+    res = {"phase1": _fake_run([[0.2, 0.3], [0.6, 0.7], [0.62, 0.69]]),
+           "arms": {"N=8": _fake_run([[0.6, 0.7], [0.61, 0.7], [0.65, 0.72]], steps=[0, 8, 16]),
+                    "N=64": _fake_run([[0.6, 0.7], [0.7, 0.75]], steps=[0, 2])},
+           "seconds": {"N=8": 1.0, "N=64": 4.0}, "s64": 2,
+           "sweep": {"pg_exact": np.array([[[1.0, -1.0], [1.0, 1.0]],
+                                           [[-1.0, 1.0], [1.0, -1.0]]])}}
+    got = small.seed_numbers(res)
+    np.testing.assert_allclose(got["control"], [0.42, 0.39])
+    np.testing.assert_allclose(got["plateau"], [0.02, -0.01])
+    np.testing.assert_allclose(got["beyond"], [0.1, 0.05])
+    np.testing.assert_allclose(got["equal_rollouts"], [0.05, 0.03])
+    # N=64 takes 4x the seconds of N=8 per step: 2 steps = 8 steps of N=8 (its 2nd evaluation)
+    np.testing.assert_allclose(got["equal_wall_time"], [0.09, 0.05])
+    # N=1024 is the last column: two of the four (decision, trial) pairs went down there
+    # (one in the first column)
+    np.testing.assert_allclose(got["mass_p_decrease"], [0.5])
+
+
+def test_phase2_starts_from_each_bases_own_checkpoint(monkeypatch):
+    """Every phase-2 trainer of base b gets base b's phase-1 seed-0 policy (not base 0's)."""
+    from types import SimpleNamespace
+
+    from rlvr_lab.train import sequence, sft
+    made = []
+
+    class FakeTrainer:
+        def __init__(self, config, base_policy=None):
+            self.config, self.pool = config, ["p"] * 4
+            self.base_policy = ("sft", config.base.seed) if base_policy is None else base_policy
+            made.append(self)
+
+    def fake_run(config, key, num_seeds, *, trainer, stop_after=None):
+        # a seed-stacked "policy" that names the SFT base it trained from and the seed
+        policy = {"base": np.array([config.base.seed] * num_seeds),
+                  "seed": np.arange(num_seeds)}
+        return SimpleNamespace(state=SimpleNamespace(policy=policy), trainer=trainer)
+
+    monkeypatch.setattr(small.sequence, "Trainer", FakeTrainer)
+    monkeypatch.setattr(small.sequence, "run", fake_run)
+    monkeypatch.setattr(small, "step_seconds", lambda *a, **k: 1.0)
+    monkeypatch.setattr(small, "decision_logits", lambda policy, problems, config: (policy, None))
+    monkeypatch.setattr(small, "mass_balance_sweep", lambda key, logits, *a, **k: logits)
+    cfg = sequence.SequenceRLConfig(base=sft.PRESETS["quick"], steps=4, eval_every=2)
+    keys = {k: jax.random.key(i) for i, k in enumerate(("phase1", "phase2", "timing", "mass"))}
+    for b in (0, 2):
+        res = small.run_base(cfg, b, keys, 2, 1)
+        want = cfg.base.seed + b
+        assert res["p1"].base.seed == want
+        ckpt = res["sweep"]               # the checkpoint the mass balance was computed on
+        assert int(ckpt["base"]) == want and int(ckpt["seed"]) == 0
+        for arm in ("N=8", "N=64"):
+            start = res["arms"][arm].trainer.base_policy
+            assert int(start["base"]) == want and int(start["seed"]) == 0, (b, arm)
+        assert res["arms"]["N=64"].trainer.config.num_generations == small.N_LARGE_LM
+
+
+def test_mass_frame_pools_checkpoints():
+    n = len(small.SMALL_N_VALUES)
+    keys = [f"{u}_{t}" for u in ("pg", "ideal")
+            for t in ("sampled_correct", "sampled_wrong", "unsampled", "total", "exact")]
+    a = {k: np.ones((2, 3, n)) for k in keys}
+    b = {k: -np.ones((1, 3, n)) for k in keys}
+    frame = small.mass_frame([a, b])
+    np.testing.assert_allclose(frame.pg_p_decrease, 1 / 3)
+    assert frame.N.tolist() == list(small.SMALL_N_VALUES)
+
+
+def test_brorl_claims_are_declared_for_the_engine():
+    """Every claim id of the BroRL experiments is declared once; the GPU-throughput claims are
+    not applicable on a CPU; the small study has a positive control and bases >= 3 in full."""
+    from rlvr_lab import experiments
+    from simulations import brorl, brorl_throughput  # noqa: F401 (registers)
+    got = {n: experiments.get(n) for n in ("brorl_small", "brorl_mass_balance",
+                                           "brorl_training", "brorl_throughput")}
+    assert set(got["brorl_small"].claims) >= {
+        "small_phase1_plateau", "small_large_n_improves_beyond_plateau",
+        "small_large_n_beats_n8_equal_rollouts", "small_large_n_beats_n8_equal_wall_time",
+        "small_mass_decrease_vanishes_sampled_pg"}
+    na = {d.id for e in got.values() for d in e.declared if d.not_applicable}
+    assert na == {"small_large_n_beats_n8_equal_wall_time", "large_n_raises_throughput"}
+    assert [d.id for d in got["brorl_small"].declared if d.control] == [
+        "small_phase1_raises_pass1"]
+    assert got["brorl_small"].plan.bases >= 3 and got["brorl_small"].quick_plan.bases >= 2

@@ -1,4 +1,5 @@
-"""DARS: cumulative advantage closed forms, ET/HW schedules, multi-stage rollout stage."""
+"""DARS: cumulative advantage closed forms, ET/HW schedules, multi-stage rollout stage, and the
+per-seed numbers behind the dars_theory / dars_study claims."""
 from __future__ import annotations
 
 import math
@@ -7,13 +8,16 @@ from fractions import Fraction
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
 from rlvr_lab import allocation, theory
+from rlvr_lab.papers.dars import study as S
 from rlvr_lab.papers.dars.theory import expected_cumulative_advantage_dars
+from simulations import dars as D
 
 # --------------------------------------------------------------------------- references
 
@@ -269,3 +273,63 @@ def test_dars_stage_bad_options():
                               rollout_options=(("n_max", 4),))
     with pytest.raises(ValueError, match="n_max=4"):
         bandit.make_train(cfg)(jax.random.key(0))
+
+
+# --------------------------------------------------------------------------- study numbers
+
+
+def _peak_curves(n=8, num=41):
+    """The plug-in and expected curves of S.theory_curves (the ones peak_errors reads)."""
+    with jax.enable_x64():
+        a = np.linspace(0.0, 1.0, num)
+        frames = [pd.DataFrame({"curve": c, "scale": sc, "p": a, "sum_abs_adv": np.asarray(f(
+            a, n, scale=sc))}) for sc in ("none", "std") for c, f in (
+            ("plug-in", theory.cumulative_advantage),
+            ("expected", theory.expected_cumulative_advantage))]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_peak_errors_zero_for_the_closed_forms_and_catch_a_shift():
+    curves = _peak_curves()
+    errors = S.peak_errors(curves)
+    assert errors.shape == (16,) and np.max(np.abs(errors)) < 1e-12
+    assert S.plugin_gap(curves) == pytest.approx(7 / 8, rel=1e-9)
+    moved = curves.copy()
+    sel = (moved.curve == "expected") & (moved.scale == "std")
+    moved.loc[sel, "sum_abs_adv"] = moved.loc[sel, "sum_abs_adv"] + moved.loc[sel, "p"]
+    assert np.max(np.abs(S.peak_errors(moved))) >= 0.025     # argmax off 0.5, value at 1 > 0
+
+
+def _fake_result(seeds=3, steps=10):
+    """curves/final frames as run_study returns them, with known per-seed values."""
+    rows, fin = [], []
+    level = {"GRPO N=8": 0.0, "GRPO N=32": 0.1, "DARS-ET": 0.2, "DARS-HW": 0.3,
+             "DARS-HW +B": 0.5}
+    for m, v in level.items():
+        per_step = 8 * 16 * (1 + v)      # DARS spends more rollouts per step
+        for s in range(seeds):
+            for t in range(steps):
+                for metric, val in (("pass@1", v + 0.01 * t + 0.001 * s),
+                                    ("pass@128", v + 0.02 * t), ("entropy", 1 - 0.05 * t + v),
+                                    ("rollouts", per_step), ("cum_rollouts", per_step * t)):
+                    rows.append((m, s, t, metric, val))
+            for metric, val in (("pass@1", v + 0.1 + 0.001 * s), ("pass@128", v + 0.2),
+                                ("entropy", 0.5 + v), ("cum_rollouts", per_step * steps)):
+                fin.append((m, s, metric, val))
+    return {"curves": pd.DataFrame(rows, columns=["method", "seed", "step", "metric", "value"]),
+            "final": pd.DataFrame(fin, columns=["method", "seed", "metric", "value"])}
+
+
+def test_study_numbers_cover_every_declared_claim():
+    s = S.StudySettings(num_steps=10, batch_size=16)
+    out = S.study_numbers(_fake_result(), s)
+    assert set(out) == {c.id for c in D.STUDY_CLAIMS}
+    np.testing.assert_allclose(out["dars_raises_passk_hw"], 0.3)
+    np.testing.assert_allclose(out["naive_n32_early_not_final"], 0.1)
+    np.testing.assert_allclose(out["naive_n32_speeds_early"], 0.1)
+    # +B minus mini-batch for the one pair present; "both" takes the smaller gain
+    np.testing.assert_allclose(out["breadth_raises_pass1"], 0.2)
+    np.testing.assert_allclose(out["dars_b_both"], 0.5)
+    np.testing.assert_allclose(out["dars_no_extra_cost_at_convergence"], 1.3)  # the larger
+    # at GRPO's budget DARS-HW has spent it earlier: its value is read before its last step
+    assert np.all(out["dars_raises_passk_hw_equal_budget"] < 0.3)

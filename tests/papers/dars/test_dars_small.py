@@ -1,13 +1,18 @@
 """DARS small-model helpers: budget matching, smoothing, equal-progress reading (float64
-loops as references, hypothesis properties) and the arm configs."""
+loops as references, hypothesis properties), the arm configs, and the per-seed numbers behind
+the dars_small claims (each DARS arm read against GRPO at its own rollouts)."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlvr_lab.papers.dars import small_study as SS
 from rlvr_lab.papers.dars.small import budget_steps, smooth, value_at_level
+from simulations import dars as D
 
 
 def _ref_smooth(x, w):
@@ -74,7 +79,6 @@ def test_budget_steps_and_errors():
 
 
 def test_small_arms():
-    from simulations import dars as D
     base = D.small_base(True)
     assert base.scale_rewards == "none" and base.num_generations == 8
     et = D.small_arm(base, "DARS-ET")
@@ -83,3 +87,62 @@ def test_small_arms():
     b = D.small_arm(base, "GRPO N=8 +B")
     assert b.num_prompts == D.BREADTH * base.num_prompts and b.num_minibatches == 1
     assert D.small_arm(base, "GRPO N=8", steps=40).steps == 40
+    # +B is evaluated at its equal-rollouts step (steps // BREADTH) and at the end
+    assert (base.steps // D.BREADTH) % b.eval_every == 0 and base.steps % b.eval_every == 0
+
+
+# --------------------------------------------------------------------------- the study's numbers
+
+
+def _fake_run(evals: dict, steps: int, seeds: int, rollouts=None, offset=0.0):
+    """A Run-like object: ``evals`` maps step -> pass@k ``[seeds, K]``."""
+    at = sorted(evals)
+    hist = {"pass1": np.linspace(0.1, 0.8, steps)[:, None] + np.zeros((1, seeds)) + offset,
+            "entropy": np.linspace(1.0, 0.2, steps)[:, None] + np.zeros((1, seeds)) + offset}
+    if rollouts is not None:
+        hist["rollouts"] = np.full((steps, seeds), float(rollouts))
+    return SimpleNamespace(history=hist, evals={"step": np.asarray(at),
+                                                "pass_at": np.stack([evals[t] for t in at])})
+
+
+def test_small_numbers_pairs_each_dars_arm_at_its_own_budget():
+    base = SimpleNamespace(steps=8, eval_every=4, num_prompts=2, num_generations=8)
+    seeds, k = 2, 3
+    pa = lambda v: np.full((seeds, k), float(v))  # noqa: E731
+    # GRPO N=8 evaluated at 0, 4, 8 (S), 11 (ET's budget), 14 (HW's budget), 16 (its end)
+    g8 = _fake_run({0: pa(0.1), 4: pa(0.2), 8: pa(0.3), 11: pa(0.35), 14: pa(0.4),
+                    16: pa(0.45)}, 16, seeds)
+    runs = {"GRPO N=8": g8,
+            "DARS-ET": _fake_run({0: pa(0.1), 4: pa(0.3), 8: pa(0.5)}, 8, seeds, rollouts=22.0),
+            "DARS-HW": _fake_run({0: pa(0.1), 4: pa(0.3), 8: pa(0.6)}, 8, seeds, rollouts=28.0),
+            "GRPO N=32": _fake_run({0: pa(0.1), 4: pa(0.25), 8: pa(0.28)}, 8, seeds),
+            "GRPO N=8 +B": _fake_run({0: pa(0.1), 2: pa(0.32), 4: pa(0.4), 6: pa(0.4),
+                                      8: pa(0.5)}, 8, seeds, offset=0.05)}
+    configs = {n: SimpleNamespace(num_prompts=2, num_generations=8) for n in runs}
+    info = {"steps DARS-ET": 11, "steps DARS-HW": 14}
+    out = SS.small_numbers(runs, configs, info, base)
+    assert set(out) == set(D.SMALL_ARMS) == {c.id for c in D.SMALL_CLAIMS}
+    np.testing.assert_allclose(out["small_grpo_raises_pass1"], 0.2)
+    np.testing.assert_allclose(out["small_dars_passk_equal_budget"], 0.5 - 0.35)
+    np.testing.assert_allclose(out["small_dars_passk_equal_steps"], 0.5 - 0.3)
+    np.testing.assert_allclose(out["small_dars_hw_passk_equal_budget"], 0.6 - 0.4)   # not 0.35
+    np.testing.assert_allclose(out["small_naive_n32_speeds_early"], 0.25 - 0.2)
+    np.testing.assert_allclose(out["small_naive_n32_early_not_final"], 0.28 - 0.3)
+    np.testing.assert_allclose(out["small_dars_no_extra_cost_at_convergence"], 22 / 16)
+    np.testing.assert_allclose(out["small_breadth_raises_pass1_equal_rollouts"], 0.32 - 0.3)
+    # +B's curves are GRPO's shifted up by 0.05: it reaches each level earlier, where the
+    # (falling) entropy is higher
+    assert np.all(out["small_breadth_entropy_higher_equal_pass1"] > 0)
+    # only the arms that ran give numbers (a later base may run fewer arms)
+    partial = SS.small_numbers({"GRPO N=8": g8}, configs, {}, base)
+    assert set(partial) == {"small_grpo_raises_pass1"}
+
+
+def test_small_plan_and_arms_of_claims():
+    assert D.SMALL_PLAN.bases >= 3 and D.SMALL_PLAN.max_seeds <= 8
+    assert set(D.SMALL_ARMS) == {c.id for c in D.SMALL_CLAIMS}
+    assert all(set(a) <= set(SS.ARMS) for a in D.SMALL_ARMS.values())
+    controls = [c.id for c in D.SMALL_CLAIMS if c.control]
+    assert controls == ["small_grpo_raises_pass1"]
+    # the "does not raise" margin is below the paper's smallest DARS gain (+1.6 pp Pass@128)
+    assert 0 < D.NOT_FINAL_MARGIN < (81.2 - 79.6) / 100

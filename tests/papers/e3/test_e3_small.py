@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from rlvr_lab.papers.cures import small
 from rlvr_lab.papers.e3 import allocation as e3
+from simulations import cures
 
 SETTINGS = settings(max_examples=30, deadline=None)
 _apply = jax.jit(e3.apply_length_penalty)
@@ -137,8 +138,6 @@ def test_paired_ratio_and_degenerate_inputs():
 
 
 def test_driver_config_validation():
-    from simulations import cures
-
     cfg = cures.small_config(True)
     with pytest.raises(ValueError, match="g_max"):
         small.DriverConfig(cfg.rl, g_max=4)

@@ -16,7 +16,7 @@ from rlvr_lab import losses
 from rlvr_lab.models import transformer as T
 from rlvr_lab.papers.fp8 import mismatch, quant
 from rlvr_lab.train import sequence, sft
-from simulations.fp8 import _share_compiled
+from rlvr_lab.papers.fp8.study import share_compiled as _share_compiled
 
 RL = dataclasses.replace(RL, steps=2, track_mismatch=True)
 COARSE = quant.QuantConfig("e2m1", weight_block=None)  # FP4, per-tensor scales

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_lab import advantages
+from rlvr_lab.papers.mc_grpo import study as M
 from rlvr_lab.papers.mc_grpo.estimators import grpo_drop_one
 
 
@@ -54,7 +55,6 @@ def test_grpo_drop_one_registered_and_keeps_g():
 
 
 def test_study_configs_group_sizes():
-    from simulations import mc_grpo as M
     cfgs = M.study_configs(M.study_base(quick=True), (2, 4))
     assert cfgs[("GRPO", 2)].num_generations == 2
     assert cfgs[("MC-GRPO mad", 4)].num_generations == 5
@@ -70,7 +70,6 @@ def test_bank_flip_rates_match_direct_law():
     """bank_flip_rates on a one-prompt bank equals the exact function on that prompt's law."""
     from rlvr_lab.envs import prompt_bank
     from rlvr_lab.papers.mc_grpo import sign_flip as sf
-    from simulations import mc_grpo as M
     cfg = M.format_bank(num_prompts=1, vocab_size=6)
     bank = prompt_bank.make_bank(cfg)
     pi = np.asarray(jax.nn.softmax(bank.logits0[0]), np.float64)
@@ -84,7 +83,6 @@ def test_bank_flip_rates_match_direct_law():
 
 def test_mad_pitfall_first_step():
     """Binary rewards, G+1=5: |A| = 1000 under mad; one SGD step overshoots the clip range."""
-    from simulations import mc_grpo as M
     bank = M.binary_bank(num_prompts=16, vocab_size=6, difficulty_a=2.0, difficulty_b=2.0)
     mad = M.first_step_stats(jax.random.key(0), bank, 4, "mad", "sgd", 1.0, num_batches=2)
     std = M.first_step_stats(jax.random.key(0), bank, 4, "std", "sgd", 1.0, num_batches=2)
