@@ -196,16 +196,37 @@ metrics_frame(mets["Adam", "GRPO G=2"], algorithm="GRPO G=2").head()
 
 # %% [markdown]
 # ## 5. An experiment and its claims
-# Experiments live in `simulations/` (one module per paper). `run` writes figures and a result
-# file into `out_dir` and returns the computed claims; a rerun with the same configuration and
-# code reuses the stored result. From a shell: `rlvr-lab run grpo_family --quick`.
+# Experiments live in `simulations/` (one module per paper). Each declares its claims once, as
+# `rlvr_lab.claims.Declared` objects (the paper's statement, the estimand measured per seed, a
+# decision rule and its thresholds, fixed before the run); the experiment only measures, and the
+# claims engine decides each verdict from the row's own columns: **pass** when the 95% interval
+# of the estimate lies wholly on the claimed side of `threshold`, **fail** when it lies wholly
+# beyond `fail_threshold`, **inconclusive** otherwise (the reason says about how many more seeds
+# would decide it), **not applicable here** for a mechanism this setting cannot express
+# (`docs/claims.md`). `run` writes figures and a result file into `out_dir` and returns the
+# decided claims; a rerun with the same configuration and code reuses the stored result. From a
+# shell: `rlvr-lab run grpo_family --quick`.
 
 # %%
 import matplotlib.pyplot as plt
 from rlvr_lab import experiments
 result = experiments.run("grpo_family", quick=QUICK, out_dir=OUT)
 plt.close("all")  # the experiment's figures are shown from their saved PNGs below
-result.claims_frame()[["claim", "measured", "criterion", "verdict"]]
+ROW = ["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds", "n_bases"]
+claims_df = result.claims_frame()
+claims_df[ROW]
+
+# %% [markdown]
+# `rule` and `direction` say how the interval is read, `unit` what the estimate counts; the
+# criterion in words and the engine's reason are in the same row. On the bank the seeds are
+# independent draws (one "base"), so the interval is the plain t-interval over seeds; an `exact`
+# claim (an identity checked to a float64 tolerance) has no interval: its estimate is the
+# largest absolute error.
+
+# %%
+for r in claims_df.itertuples():
+    print(f"{r.claim} [{r.rule} {r.direction} {r.threshold:g} {r.unit}]: {r.verdict}\n"
+          f"    {r.criterion}\n    reason: {r.reason}")
 
 # %%
 from IPython.display import Image, display

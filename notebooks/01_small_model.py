@@ -39,8 +39,8 @@ import pandas as pd
 
 from rlvr_lab.envs import arithmetic, countdown, tasks, tokenizer
 from rlvr_lab.models import transformer
-from rlvr_lab.train import sequence, sft
-from rlvr_lab import plotting
+from rlvr_lab.train import bases, sequence, sft
+from rlvr_lab import claims, experiments, plotting
 from simulations import tiny_grpo as TG
 
 pd.set_option("display.width", 120)
@@ -99,23 +99,35 @@ TG.samples_table(base, base_cfg, heldout, jax.random.key(3))
 #
 # `TG.rl_config(quick)` is the experiment's setting: 16 prompts x G=8 rollouts per step,
 # PPO-clip (on-policy: one update per batch), token-mean aggregation, no KL, Adam with a short
-# warm-up. All seeds run in one compiled program (a leading seed axis, mapped seed by seed); the verifier runs on the host
-# between the jitted rollout and update. Held-out problems are evaluated every `eval_every`
+# warm-up. The seeds of one base run in one compiled program (a leading seed axis, mapped
+# seed by seed); the verifier runs on the host between the jitted rollout and update. Held-out problems are evaluated every `eval_every`
 # steps. With $G$ responses $y_i$ to a prompt, advantages $A_i$ (section 1 of the quick start)
 # and per-token ratios $\rho_{i,t} = \pi_\theta(y_{i,t} \mid \cdot)/\pi_{old}(y_{i,t} \mid \cdot)$,
 # token-mean aggregation minimises
 #
 # $$\mathcal{L}(\theta) = -\frac{1}{\sum_i |y_i|} \sum_i \sum_{t=1}^{|y_i|}
 # \min\big(\rho_{i,t} A_i,\ \operatorname{clip}(\rho_{i,t}, 1-\varepsilon, 1+\varepsilon)\,A_i\big).$$
+#
+# **Seeds nested in SFT bases.** One SFT base is one draw of everything SFT decides (its data,
+# its initialisation, its float rounding), so RL seeds that share a base are not independent
+# replications of a claim about "GRPO after SFT". The small-model studies therefore train
+# several bases (`rlvr_lab.train.bases`: base `b` is the preset with `seed + b`, with its own
+# SFT data and held-out set; base 0 is the preset above) and run RL seeds from each, with the
+# same RL key in every arm of a study. Here we run the first look of the experiment's seed plan
+# (`TG.QUICK_PLAN`: 3 bases x 1 seed; fewer steps in quick mode). A base that is not cached yet
+# is trained first (about a minute).
 
 # %%
-config = TG.rl_config(quick=True)
-seeds = 4
+config = TG.rl_config(quick=QUICK)
+plan = TG.QUICK_PLAN if QUICK else TG.FULL_PLAN
 if QUICK:
     config = dataclasses.replace(config, steps=10, eval_every=5, eval_problems=32)
-    seeds = 2
-run, trainer = TG.run_study(config, jax.random.key(0), seeds)
-print(f"{run.steps_done} steps x {seeds} seeds in {run.seconds:.0f} s")
+base_ids = list(range(plan.bases))
+runs = bases.run_bases(config, jax.random.key(0), base_ids, plan.seeds_per_base)
+run = bases.concat_runs(runs)            # all seeds, base by base, for the figures
+base_of_seed = bases.labels(base_ids, plan.seeds_per_base)
+print(f"{run.steps_done} steps x {len(base_ids)} bases x {plan.seeds_per_base} seed(s) "
+      f"in {run.seconds:.0f} s; base of each seed: {base_of_seed}")
 
 # %% [markdown]
 # The key picture, built here from the run's evaluations (`run.evals["pass_at"]`: evaluation x
@@ -126,7 +138,7 @@ print(f"{run.steps_done} steps x {seeds} seeds in {run.seconds:.0f} s")
 pa = np.asarray(run.evals["pass_at"])
 steps, kmax = np.asarray(run.evals["step"]), pa.shape[2]
 fig, axes = plotting.subplots(1, 3, figsize=(13, 3.6))
-plotting.band(axes[0], steps, pa[:, :, 0].T, label="pass@1")
+plotting.band(axes[0], steps, pa[:, :, 0].T, label="pass@1")  # bands: 95% CI over seeds
 plotting.band(axes[0], steps, pa[:, :, kmax - 1].T, label=f"pass@{kmax}")
 axes[0].set(xlabel="RL step", ylabel="held-out pass@k", title="during GRPO (95% CI)")
 axes[0].axhline(pa[0, :, 0].mean(), color="k", lw=0.8, ls=":", label="SFT base pass@1")
@@ -144,7 +156,7 @@ axes[2].set(xlabel="RL step", ylabel="fraction of groups", ylim=(0, 1),
 fig.tight_layout()
 
 # %%
-g = TG.gains(run)
+g = TG.gains(run)  # each seed against its own base
 print("per-seed change of held-out pass@1:", np.round(g[:, 0], 3))
 print(f"per-seed change of held-out pass@{g.shape[1]}:", np.round(g[:, -1], 3))
 run.frame().groupby("metric").value.describe()[["mean", "min", "max"]]
@@ -153,13 +165,45 @@ run.frame().groupby("metric").value.describe()[["mean", "min", "max"]]
 TG.samples_table(TG.seed_policy(run, 0), base_cfg, heldout, jax.random.key(3))
 
 # %% [markdown]
-# ## 4. Reading the result
+# ## 4. Reading the result: the claims engine
 #
-# The experiment's claims (`rlvr-lab run tiny_grpo`) are computed from these quantities: the
-# per-seed change of held-out pass@1 (does RL beat its SFT base?) and of pass@k at the largest
-# k (does RL *narrow* the set of problems the model can solve, as Yue et al. 2025 argue, or
-# widen it?). See `figures/CLAIMS.md` for the numbers of the committed full run; at this scale
-# and budget a null or negative result is a legitimate outcome and is reported as such.
+# The experiment (`rlvr-lab run tiny_grpo`) declares its claims once, in `TG.CLAIMS`
+# (`rlvr_lab.claims.Declared`: the estimand measured per seed, a rule, thresholds fixed before
+# the run), and only measures: `TG.seed_numbers(run)` gives each claim's per-seed numbers (the
+# change of held-out pass@1 over the base; its lowest value over the evaluations; the gain at the
+# largest k minus the gain at k = 1, which tests whether RL *narrows* what the model can solve, as
+# Yue et al. 2025 argue). The engine decides: the interval is the Student-t interval of the
+# **base means** with `n_bases - 1` degrees of freedom; **pass** when it lies wholly on the
+# claimed side of `threshold`, **fail** when wholly beyond `fail_threshold`, otherwise
+# **inconclusive** (the reason says about how many bases would decide it). `rl_raises_pass1` is
+# the positive control (`control=True`): if it does not pass, the study's other pass/fail
+# verdicts become inconclusive. `docs/claims.md` has the rules.
+
+# %%
+pd.DataFrame([dict(claim=c.id, rule=c.rule, direction=c.direction, threshold=c.threshold,
+                   fail_threshold=c.fail_threshold, unit=c.unit, estimand=c.estimand)
+              for c in TG.CLAIMS])
+
+# %% [markdown]
+# The same engine call as the experiment's, on this notebook's run (one look; in quick mode
+# after only a few steps, three bases, so the t quantile is 4.3 and inconclusive verdicts are
+# expected). The experiment's full run measures 4 bases x 2 seeds, then adds bases while a claim
+# is undecided (Bonferroni alpha spending over the looks). At this scale and budget a null or
+# negative result is a legitimate outcome and is reported as such.
+
+# %%
+numbers = [TG.seed_numbers(r) for r in runs]
+samples = {c.id: claims.nested(np.concatenate([n[c.id] for n in numbers]), base_of_seed)
+           for c in TG.CLAIMS}
+decided = claims.decide_all(TG.CLAIMS, samples, seeds_per_base=plan.seeds_per_base)
+rows = pd.DataFrame([experiments.Claim.from_decision(d).row() for d in decided])  # claims.csv rows
+rows[["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds", "n_bases"]]
+
+# %%
+for d in decided:
+    print(f"{d.spec.id}: {d.verdict}\n    {d.reason}")
+
+# %% [markdown]
 #
 # Held-out pass@k is estimated from $n$ samples per problem of which $c$ are correct with the
 # unbiased estimator $\widehat{\text{pass@}k} = 1 - \binom{n-c}{k}\big/\binom{n}{k}$ (Chen et al.

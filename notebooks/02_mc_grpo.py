@@ -33,6 +33,14 @@
 # `mc_grpo_training`, `mc_grpo_mad_pitfall`, `mc_grpo_small`, `mc_grpo_bank_authors`); the
 # committed figures of the full run come from there. The outputs below are from quick mode (`RLVR_LAB_QUICK=1`).
 #
+# **Verdicts.** Each experiment declares its claims once (`M.SIGN_FLIP_CLAIMS`,
+# `M.TRAINING_CLAIMS`, `M.SMALL_CLAIMS`, ...: `rlvr_lab.claims.Declared`, with the estimand
+# measured per seed, a rule and thresholds fixed before the run) and only measures; the claims
+# engine decides **pass** / **fail** / **inconclusive** / **not applicable here** from the 95%
+# interval (`docs/claims.md`). Below, the same engine call is made on the notebook's own runs,
+# and its rows are shown: claim, verdict, estimate, ci_low, ci_high, threshold, n_seeds,
+# n_bases.
+#
 # **Definitions** (`rlvr_lab.papers.mc_grpo.sign_flip`). True advantage `r - ref` (ref = population mean
 # by default; population median and an independent large-G group mean are options). A **flip**:
 # the estimated advantage `r - b` has the strict opposite sign. A **zeroing**: `r - b = 0` while
@@ -47,12 +55,13 @@ import numpy as np
 import pandas as pd
 import matplotlib.pyplot as plt
 
-from rlvr_lab import plotting
+from rlvr_lab import claims, experiments, plotting
 from rlvr_lab.papers.mc_grpo import sign_flip as sf
 from simulations import mc_grpo as M
 
 key = jax.random.key(0)
 pd.set_option("display.precision", 4)
+pd.set_option("display.width", 120)
 
 # %% [markdown]
 # ## 1. The paper's worked example, exactly
@@ -64,6 +73,15 @@ pd.set_option("display.precision", 4)
 # lists mean/median 0.100/0.075, 0.066/0.078, 0.055/0.081 for G = 2, 4, 8.
 
 # %%
+ROW = ["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds", "n_bases"]
+
+
+def engine_rows(specs, samples, **kw):
+    """The claims.csv rows of the engine's decisions of ``specs`` from ``{claim id: sample}``."""
+    decided = claims.decide_all(specs, samples, **kw)
+    return pd.DataFrame([experiments.Claim.from_decision(d).row() for d in decided])
+
+
 v, p = M.PAPER_LAW
 rows = []
 for g in (2, 4, 8):
@@ -79,6 +97,20 @@ pd.DataFrame(rows)
 # probability is **0.0670** exactly (the paper's 0.066 is a rounding or Monte Carlo artefact). The
 # median already loses at G = 4 for this law — and at every G it **zeroes** far more rollouts
 # (every rollout tied with the median gets A = 0).
+#
+# These are the estimands of the two theory claims of `mc_grpo_sign_flip`, exact numbers
+# (`claims.value`: a deterministic value, its interval is the value itself):
+
+# %%
+better = [g for g in M.GROUP_SIZES if sf.flip_statistics(v, p, g, baseline="median").flip
+          < sf.flip_statistics(v, p, g).flip]
+p_mean2 = sf.flip_statistics(v, p, 2).flip
+p_med3 = sf.flip_statistics(v, p, 2, baseline="median").flip
+engine_rows(M.SIGN_FLIP_CLAIMS, {
+    "flip_reduction_g2": claims.value((p_mean2 - p_med3) / p_mean2),
+    "median_helps_only_small_g": claims.value(max(better, default=0))})[ROW]
+
+# %% [markdown]
 #
 # A Monte Carlo estimate with the library's own estimators (`advantages.mc_grpo`, jit+vmap over
 # groups) agrees within its 95% CI:
@@ -253,9 +285,17 @@ final = M.final_table(results)
 fig = M.plot_final(final)
 final.pivot(index="method", columns="G", values="mean")
 
+# %% [markdown]
+# The experiment's claims on these runs: per seed, the final success probability of MC-GRPO
+# (mad, G = 2) minus GRPO at G = 2 (superiority above 0) and minus GRPO at G = 8 (equivalence
+# within ±0.01, read from the 90% interval: a TOST at 5%). Bank seeds are independent draws
+# (one "base"), so the interval is the t-interval over seeds; with the quick run's 3 seeds it
+# is wide.
+
 # %%
-claims = M.training_claims(results, M.bank_flip_rates(base.bank, 2))
-pd.DataFrame([c.row() for c in claims])[["claim", "measured", "criterion", "verdict", "reason"]]
+training = engine_rows(M.TRAINING_CLAIMS, M.training_samples(results))
+print("\n".join(f"{r.claim}: {r.verdict}: {r.reason}" for r in training.itertuples()))
+training[ROW]
 
 # %% [markdown]
 # **Reading the study** (full run: 100 steps, 16 seeds; the quick run above is far
@@ -264,8 +304,9 @@ pd.DataFrame([c.row() for c in claims])[["claim", "measured", "criterion", "verd
 # GRPO (G+1 drop 1) 0.802; GRPO at G = 8: 0.867.
 #
 # * The paper's headline does **not** reproduce with the authors' `mad` scale: MC-GRPO at G = 2
-#   ends 4.7 points *below* GRPO at G = 2 and 12.7 points below GRPO at G = 8 (claims
-#   `mc_grpo_improves_g2` and `g2_matches_g8_within_1pct` fail).
+#   ends 4.7 points *below* GRPO at G = 2 and 12.7 points below GRPO at G = 8 (in the full run
+#   both intervals lie wholly on the fail side, so the engine gives `mc_grpo_improves_g2` and
+#   `g2_matches_g8_within_1pct` a fail).
 # * The median itself helps: with the `std` scale MC-GRPO is the best method at every G
 #   (+3.4 points over GRPO at G = 2, +1.8 over the compute-matched mean on the same G+1
 #   samples), but it still leaves a 4.7-point gap to G = 8 — not "within 1%".
@@ -274,8 +315,9 @@ pd.DataFrame([c.row() for c in claims])[["claim", "measured", "criterion", "verd
 #   every batch (Adam normalises the total, not the mix) and the rest are nearly ignored.
 # * All median variants start slower (more rollouts tied with the median get A = 0, the
 #   zeroing column of section 1) and catch up later.
-# * The bank's own reward laws at G = 2 (in the first claim's reason): the median does flip
-#   fewer signs there (0.029 vs 0.066 per rollout) — fewer flips did not buy accuracy with mad.
+# * The bank's own reward laws at G = 2 (`M.bank_flip_rates(base.bank, 2)`): the median does
+#   flip fewer signs there (0.029 vs 0.066 per rollout) — fewer flips did not buy accuracy with
+#   mad.
 #
 # ## 4. The `mad` pitfall with binary rewards, and clipping
 #
@@ -295,6 +337,16 @@ first = M.first_step_table(jax.random.key(11), M.binary_bank(),
                            num_batches=2 if QUICK else 32,
                            scales=("mad", "std") if QUICK else M.STUDY_SCALES)
 first.groupby(["optimizer", "scale"])[["max_abs_adv", "clipped_frac", "kl"]].mean()
+
+# %% [markdown]
+# The claim `mad_binary_one_over_eps` is an `exact` rule: its estimate is the largest relative
+# error of |A| against 1/eps over every kept non-zero advantage of a sampled binary batch, decided
+# against the tolerance 1e-4 without an interval.
+
+# %%
+from rlvr_lab.papers.mc_grpo import study
+errors = study.mad_errors(jax.random.key(13), M.binary_bank())
+engine_rows(M.PITFALL_CLAIMS, {"mad_binary_one_over_eps": claims.seeds(errors)})[ROW]
 
 # %%
 pit = M.pitfall_configs(QUICK)
@@ -323,22 +375,42 @@ fig = M.plot_pitfall(first, curves)
 # its samples are well formed), and binary rewards cannot flip a mean baseline's sign (exercise
 # 1). So the reward is a three-level **partial credit** with the authors' levels
 # (`rlvr_lab.papers.mc_grpo.small.partial_credit`): 2 correct, 1.5 for the carry-free column sums
-# (the base's systematic near miss), 0 otherwise. First, the flip rates on the base's own
-# per-prompt reward laws (exact, averaged over prompts), next to the paper-like law:
+# (the base's systematic near miss), 0 otherwise.
+#
+# **Seeds nested in SFT bases.** One SFT base is one draw of everything SFT decides, so RL seeds
+# that share it are not independent replications. Like the experiment `mc_grpo_small`, the run
+# below trains every arm from several bases (`rlvr_lab.train.bases`; base `b` is the preset
+# with `seed + b`, with its own data and held-out set), with the same RL key in every arm of a
+# base (paired seeds): the first look of the experiment's plan (quick: 3 bases x 1 seed, the
+# arms GRPO, MC-GRPO and the drop-min baseline at G = 2 and GRPO at G = 8; 10 steps here, 14 in
+# the experiment). `study.run_small_bases` also measures each base's own per-prompt reward laws
+# (the level frequencies of 32 samples per training prompt). A base not cached yet is trained
+# first.
 
 # %%
 from rlvr_lab.papers.mc_grpo import small
-from rlvr_lab.train import sequence
+from rlvr_lab.train import bases
 
-small_cfgs = M.small_configs(M.small_base(True), [("GRPO", 2), ("MC-GRPO", 2), ("GRPO", 8)])
+plan = M.tiny_grpo.QUICK_PLAN if QUICK else M.SMALL_PLAN
+small_cfgs = M.small_configs(M.small_base(QUICK), M.small_arms(QUICK))
 if QUICK:
     small_cfgs = {k: c.replace(steps=10, eval_every=10, eval_problems=64)
                   for k, c in small_cfgs.items()}
-else:
-    small_cfgs = M.small_configs(M.small_base(False), M.small_arms(False))
-trainers = small.make_trainers(small_cfgs)
-laws = small.reward_law(next(iter(trainers.values())), jax.random.key(3),
-                        num_prompts=32 if QUICK else 128)
+base_ids = list(range(plan.bases))
+runs_by_base, laws_by_base = study.run_small_bases(
+    small_cfgs, jax.random.key(0), base_ids, plan.seeds_per_base, law_key=jax.random.key(3),
+    law_prompts=32 if QUICK else 128)
+runs = {name: bases.concat_runs(rs) for name, rs in runs_by_base.items()}  # seeds base by base
+base_of_seed = bases.labels(base_ids, plan.seeds_per_base)
+print(f"{len(runs)} arms x {len(base_ids)} bases x {plan.seeds_per_base} seed(s); "
+      f"base of each seed {base_of_seed}")
+
+# %% [markdown]
+# First, the flip rates on the bases' own per-prompt reward laws (exact, averaged over
+# prompts), next to the paper-like law:
+
+# %%
+laws = np.concatenate(laws_by_base)
 small_flips = M.law_flip_table(laws, small.LEVELS, M.GROUP_SIZES)
 paper_flips = M.law_flip_table(np.asarray([M.PAPER_LAW[1]]), M.PAPER_LAW[0], M.GROUP_SIZES)
 print("mean level shares (0, 1.5, 2):", laws.mean(0).round(3))
@@ -347,15 +419,32 @@ print("median lowers the flip rate at G in", M.flip_range(small_flips), "(small 
 small_flips.pivot(index="G", columns="estimator", values="flip")
 
 # %% [markdown]
-# Then the G-sweep (quick: G=2 and GRPO at G=8, 2 seeds, 10 steps; the experiment
-# `mc_grpo_small` runs more). Every arm starts from the same SFT base with the same keys
-# (paired seeds); the positive control is GRPO G=8's held-out gain over the base.
+# Then the G-sweep: held-out pass@1 of each arm (bands over all seeds of all bases).
 
 # %%
-runs = {name: sequence.run(cfg, jax.random.key(0), 2 if QUICK else 8, trainer=trainers[name])
-        for name, cfg in small_cfgs.items()}
 fig = M.plot_small(runs, small_flips, paper_flips)
 M.small_table(runs).groupby(["method", "G", "step"]).heldout_pass1.mean().unstack("step")
+
+# %% [markdown]
+# The engine's decisions of `M.SMALL_CLAIMS` on this run, as the experiment makes them: per
+# seed, the paired differences of final held-out pass@1 (`study.seed_numbers`), the control
+# `small_grpo_g8_raises_pass1` (GRPO G = 8 minus its SFT base; if it does not pass, the other
+# pass/fail verdicts become inconclusive), and the flip reduction at G = 2 (one value per
+# base). The interval is the t-interval of the base means with `n_bases - 1` degrees of
+# freedom (4.3 times the standard error with 3 bases), so a short quick run is mostly
+# inconclusive; the experiment's full run adds bases while a claim is undecided.
+
+# %%
+final = {name: M.heldout_pass1(r)[-1] for name, r in runs.items()}
+numbers = study.seed_numbers(final)
+g8 = M.heldout_pass1(runs[("GRPO", 8)])
+numbers["grpo_g8_raises_pass1"] = g8[-1] - g8[0]
+flip_red = [study.flip_reduction(M.law_flip_table(law, small.LEVELS, (2,))) for law in laws_by_base]
+small_samples = {c.id: claims.nested(flip_red, base_ids) if c.id.endswith("flips") else
+                 claims.nested(numbers[c.id.removeprefix("small_")], base_of_seed)
+                 for c in M.SMALL_CLAIMS}
+small_rows = engine_rows(M.SMALL_CLAIMS, small_samples, seeds_per_base=plan.seeds_per_base)
+small_rows[ROW]
 
 # %% [markdown]
 # The same arms and options on the prompt bank (`mc_grpo_bank_authors`), so the two settings
@@ -374,24 +463,29 @@ side
 # %% [markdown]
 # **Reading it.** The flip rates first: on the small model's own reward laws the median flips
 # fewer signs than the mean at every G printed above, while under the paper-like law it helps
-# only at the smallest G. The short run above (2 seeds, 10 steps in quick mode) is a picture,
-# not a test: the claims `small_*` and `bank_*` (`rlvr-lab run mc_grpo_small`,
-# `mc_grpo_bank_authors`) decide the comparisons with paired intervals over more seeds, a TOST
-# for "within 1%" and a Fieller interval for the gap closure. In the experiment's own runs
-# MC-GRPO with the authors' `mad` scale and rescale ended below plain GRPO at G=2 on both
-# settings (see those claims' reasons); a likely cause is the one of section 4: groups with
-# MAD = 0 get |A| = 1/eps, and the (G+1)/#non-zero rescale multiplies those further, so a few
-# groups drive each update. Fewer flips did not buy accuracy.
+# only at the smallest G. The short run above (3 bases x 1 seed, 10 steps in quick mode) is a
+# picture more than a test: the experiments `mc_grpo_small` and `mc_grpo_bank_authors`
+# (`rlvr-lab run ...`) decide the same claims with more seeds (the small model: seeds nested
+# in SFT bases, bases added while a claim is undecided; the bank: independent seeds), with
+# "within 1%" an equivalence claim read from the 90% interval (a TOST at 5%) and the gap
+# closure tested as the paired difference `(MC(2) - GRPO(2)) - 0.5 (GRPO(8) - GRPO(2))` above
+# 0 (the ratio with Fieller's interval is in the `*_closure` table). Before the move to nested
+# bases, the full run had MC-GRPO with the authors' `mad` scale and rescale end below plain
+# GRPO at G=2 on both settings; a likely cause is the one of section 4: groups with MAD = 0 get
+# |A| = 1/eps, and the (G+1)/#non-zero rescale multiplies those further, so a few groups drive
+# each update. Fewer flips did not buy accuracy.
 
 # %% [markdown]
 # ## Closing notes
 #
 # * The claims (`flip_reduction_g2`, `median_helps_only_small_g`, `g2_matches_g8_within_1pct`,
 #   `mc_grpo_improves_g2`, `mad_binary_one_over_eps`, and the `small_*` / `bank_*` claims of
-#   section 5) are computed by the experiments (`rlvr-lab run mc_grpo_training`, ...) and
-#   collected in the claims table of the full run (`figures/CLAIMS.md`), each with its setting
-#   (`theory`, `bank`, `small model`); a failing claim there is a result about this setting,
-#   with its reason.
+#   section 5) are declared in `simulations/mc_grpo.py`, measured by the experiments
+#   (`rlvr-lab run mc_grpo_training`, ...) and decided by the claims engine; the full run's rows
+#   (verdict, estimate, interval, threshold, seeds and bases) are collected in
+#   `figures/claims.csv` and `figures/CLAIMS.md`, each with its setting (`theory`, `bank`,
+#   `small model`). A fail there is a result about this setting, with its reason; an
+#   inconclusive verdict says about how many more seeds or bases would decide it.
 
 # %% [markdown]
 # ## Exercises

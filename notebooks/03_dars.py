@@ -195,12 +195,24 @@ D.summary_table(result, settings)[cols].round(4)
 # %% [markdown]
 # ## 5. The paper's claims, checked
 #
-# Each claim's measured value is computed above and compared with its criterion; the paper's
-# numbers (Qwen2.5-Math-1.5B, Avg@128 / Pass@128) sit next to ours.
+# `dars_study` declares its claims once (`D.STUDY_CLAIMS`: the estimand measured per seed, a
+# rule, thresholds fixed before the run) and only measures: `D.study_numbers(result, settings)`
+# gives each claim's per-seed numbers (mostly paired differences of two methods trained from
+# the same seed key), and the claims engine decides from the 95% interval over seeds: **pass**
+# when it lies wholly on the claimed side of `threshold`, **fail** when wholly beyond
+# `fail_threshold`, otherwise **inconclusive** (`docs/claims.md`). Bank seeds are independent
+# draws (one "base"). `D.study_claims` is that engine call; below, its rows, then the paper's
+# numbers (Qwen2.5-Math-1.5B, Avg@128 / Pass@128) next to the engine's reason.
 
 # %%
-rows = [c.row() for c in D.study_claims(result, settings)]
-pd.DataFrame(rows)[["claim", "paper_value", "measured", "verdict", "reason"]]
+study_rows = pd.DataFrame([c.row() for c in D.study_claims(result, settings)])
+study_rows[["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds",
+            "n_bases"]]
+
+# %%
+for r in study_rows.itertuples():
+    print(f"{r.claim} [{r.rule} {r.direction} {r.threshold:g}] paper: {r.paper_value}\n"
+          f"    {r.verdict}: {r.reason}")
 
 # %% [markdown]
 # **Reading** (full mode, 16 seeds; the quick run is too short to show all of it).
@@ -212,7 +224,10 @@ pd.DataFrame(rows)[["claim", "paper_value", "measured", "verdict", "reason"]]
 # say whether DARS's extra rollouts are also worth it per rollout, against GRPO N=8 taking
 # more steps. Breadth trains on several times the data per step, so per step its entropy
 # falls faster; `breadth_keeps_entropy_higher_equal_pass1` compares entropy at the same
-# pass@1 instead, which is what "keeps exploring" should mean.
+# pass@1 instead, which is what "keeps exploring" should mean. The "for every method" claims
+# (`breadth_*`, `dars_b_both`) take the per-seed minimum of their parts, so a pass means every
+# part passes. With the quick run's 4 seeds and few steps many intervals straddle their
+# threshold: inconclusive, and the reason says about how many seeds would decide it.
 
 # %% [markdown]
 # ## 6. The tiny transformer: where prompts share parameters
@@ -226,6 +241,10 @@ pd.DataFrame(rows)[["claim", "paper_value", "measured", "verdict", "reason"]]
 # comes from the unbiased estimator on held-out sums; the share of held-out problems the base
 # never solves in $k_{max}$ samples is printed — DARS can only rescue prompts that have some
 # success probability.
+#
+# The run below is a picture from one SFT base (`D.run_small`: base 0, 2 seeds in quick mode,
+# DARS-ET, GRPO N=32 and GRPO N=8; full mode adds DARS-HW and breadth). The experiment itself
+# nests seeds in several SFT bases (next section).
 
 # %%
 small_runs, small_cfgs, info = D.run_small(jax.random.key(9), QUICK, 2 if QUICK else 8)
@@ -240,14 +259,23 @@ frame[frame.k.isin([1, frame.k.max()])].groupby(["method", "k", "step"]).agg(
     rollouts=("rollouts", "mean"), pass_at_k=("pass_at_k", "mean")).unstack("k").round(3)
 
 # %% [markdown]
-# The claims of `rlvr-lab run dars_small` read these runs with paired intervals over seeds,
-# gated on GRPO N=8's held-out gain over the SFT base (`small_dars_passk_equal_budget`,
-# `small_dars_passk_equal_steps`, `small_naive_n32_early_not_final`,
-# `small_dars_no_extra_cost_at_convergence`; full mode adds DARS-HW and breadth at equal
-# rollouts and entropy at equal pass@1). Note what DARS costs *on this machine*: the stage
-# samples every prompt's stage 2 at the fixed width $n_{max}$ and masks the unused rows, so
-# its wall time per step is that of N = $n_{max}$; the budget counts only the rollouts a real
-# engine would generate.
+# The claims of `rlvr-lab run dars_small` (`D.SMALL_CLAIMS`, below) are decided by the claims
+# engine from runs whose **seeds are nested in SFT bases**: one base is one draw of everything
+# SFT decides, so seeds of one base are not independent replications. Every arm runs from
+# several bases (`rlvr_lab.train.bases`: base `b` is the preset with `seed + b`, with its own
+# data and held-out set), paired within a seed (same base, same RL key); the interval is the
+# t-interval of the base means with `n_bases - 1` degrees of freedom, and bases are added while
+# a claim is undecided (quick: 3 bases x 1 seed; full: `D.SMALL_PLAN`, 3 bases x 2 seeds, up to
+# 4 bases, two looks at alpha / 2 each). `small_grpo_raises_pass1` is the positive control: if
+# it does not pass, the other pass/fail verdicts become inconclusive. Note what DARS costs *on
+# this machine*: the stage samples every prompt's stage 2 at the fixed width $n_{max}$ and
+# masks the unused rows, so its wall time per step is that of N = $n_{max}$; the budget counts
+# only the rollouts a real engine would generate.
+
+# %%
+pd.DataFrame([dict(claim=c.id, rule=c.rule, direction=c.direction, threshold=c.threshold,
+                   fail_threshold=c.fail_threshold, unit=c.unit, control=c.control)
+              for c in D.SMALL_CLAIMS])
 
 # %% [markdown]
 # ## Exercises

@@ -24,6 +24,13 @@
 # reference implementation (`rlvr_lab.papers.brorl.theory`, `simulations/brorl.py`) and checks the claims
 # with numbers computed here.
 #
+# **Verdicts.** Each experiment declares its claims once (`S.MASS_CLAIMS`, `S.TRAINING_CLAIMS`,
+# `S.SMALL_CLAIMS`: `rlvr_lab.claims.Declared`, with the estimand measured per seed or trial, a
+# rule and thresholds fixed before the run) and only measures; the claims engine decides
+# **pass** / **fail** / **inconclusive** / **not applicable here** from the 95% interval
+# (`docs/claims.md`). Below, the same engine calls are made on this notebook's runs and their
+# rows are shown: claim, verdict, estimate, ci_low, ci_high, threshold, n_seeds, n_bases.
+#
 # The outputs below are from quick mode (`RLVR_LAB_QUICK=1`, about a minute); the committed
 # figures of the full run come from `rlvr-lab run brorl_mass_balance` and `... brorl_training`.
 
@@ -39,8 +46,9 @@ import pandas as pd
 import matplotlib.pyplot as plt
 from IPython.display import display
 
-from rlvr_lab import plotting, theory
-from rlvr_lab.papers.brorl import theory as mb
+from rlvr_lab import claims, experiments, plotting, theory
+from rlvr_lab.papers.brorl import small as brorl_small, theory as mb, training as brorl_training
+from rlvr_lab.train import bases
 import simulations.brorl as S
 
 CONFIGS = S.QUICK if QUICK else S.FULL
@@ -48,6 +56,14 @@ STUDY = S.TRAIN_QUICK if QUICK else S.TRAIN_FULL
 SEEDS = 3 if QUICK else 8
 key = jax.random.key(0)
 pd.set_option("display.max_colwidth", 200)
+pd.set_option("display.width", 160)
+ROW = ["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds", "n_bases"]
+
+
+def engine_rows(specs, samples, **kw):
+    """The claims.csv rows of the engine's decisions of ``specs`` from ``{claim id: sample}``."""
+    decided = claims.decide_all(specs, samples, **kw)
+    return pd.DataFrame([experiments.Claim.from_decision(d).row() for d in decided])
 print("quick" if QUICK else "full", {k: c.describe() for k, c in CONFIGS.items()})
 
 # %% [markdown]
@@ -162,14 +178,21 @@ plotting.interactive(brorl_terms, q0=(0.01, 0.9, 0.01), num_correct=(1, 512, 1),
 # hard settings again at V = 32768; η = 0.01 (first-order regime; the idealised update uses
 # lr = η·N so both updates take steps of the same size). For each trial the N_max = 1024 draws are
 # made once and N is a prefix (common random numbers across N); trials are vmapped. float64.
+#
+# The claims' estimands are per *trial* (a trial is the unit here): the first-order check is
+# an `exact` claim (every trial's error over its tolerance must be below 1, no interval); the
+# mass-decrease claims take, in the hardest setting, 1 or 0 per trial (did one step at the
+# largest N lower the correct mass?) and need the interval of that proportion below 1%.
 
 # %%
-out = S.mass_balance_study(lambda salt: jax.random.fold_in(key, salt), CONFIGS)
+streams = ("one_step", "large_vocab", "relaxed", "first_order")   # one key per sweep
+out = S.mass_balance_study(lambda name: jax.random.fold_in(key, streams.index(name)), CONFIGS)
 summary, relaxed = out["summary"], out["relaxed"]
 figs = out["figures"]
 plt.close("all")  # each figure is shown in its own cell below
-claims = pd.DataFrame([c.row() for c in out["claims"]])
-claims[["claim", "measured", "criterion", "verdict", "reason"]]
+mass_rows = engine_rows(S.MASS_CLAIMS, out["samples"])
+print("\n".join(f"{r.claim}: {r.verdict}: {r.reason}" for r in mass_rows.itertuples()))
+mass_rows[ROW]
 
 # %%
 display(figs["brorl_first_order"])
@@ -199,7 +222,7 @@ fig.tight_layout()
 # figures `brorl_*_v32768`).
 
 # %% [markdown]
-# **Reading** (numbers from the full run; the claims table above has this run's values).
+# **Reading** (numbers from the full run; the engine's rows above have this run's values).
 # With the paper's idealised update, P(ΔQ_pos < 0) is sizeable only at very small N (up to ~0.3 at
 # N = 4) and has fallen to a few percent by N = 16 (full run: 0.05 in the hardest setting, 95% CI
 # 0.02–0.12, i.e. only borderline "clearly positive"); it is below 1% from N = 32–64 on in every
@@ -257,8 +280,20 @@ relaxed[relaxed.N == relaxed.N.max()][["setting", "update", "p_all_up",
 res = S.training_study(jax.random.fold_in(key, 5), STUDY, SEEDS)
 tdf = S.training_frame(res, STUDY)
 fig = S.plot_training(tdf, res, STUDY)
-tclaims = pd.DataFrame([c.row() for c in S.training_claims(tdf, res, STUDY)])
-tclaims[["claim", "measured", "criterion", "verdict", "reason"]]
+
+# %% [markdown]
+# The two bank claims, per seed (paired: the same phase 1 and keys): the accuracy gain of N = 512
+# over N = 16 after phase 2 (superiority above +0.01, fail below 0) and the change of the
+# fraction of all-equal groups (superiority below 0). Bank seeds are independent draws (one
+# "base"), so the interval is the t-interval over seeds.
+
+# %%
+numbers = brorl_training.seed_numbers(tdf, STUDY)
+train_rows = engine_rows(S.TRAINING_CLAIMS, {
+    "large_n_revives_saturated": claims.seeds(numbers["gain"]),
+    "fewer_filtered_groups": claims.seeds(numbers["filtered"])})
+print("\n".join(f"{r.claim}: {r.verdict}: {r.reason}" for r in train_rows.itertuples()))
+train_rows[ROW]
 
 # %% [markdown]
 # **Reading** (full run: 8 seeds). At equal numbers of *steps*, switching to N = 512
@@ -287,35 +322,56 @@ tclaims[["claim", "measured", "criterion", "verdict", "reason"]]
 # time per decode step means overhead- or memory-bound decoding (more rollouts are almost free);
 # a rising one means compute-bound. On a 2-core CPU, tokens/s rise from N = 1 to about N = 16
 # and then flatten (decoding is already compute-bound), so going from N = 16 to hundreds of
-# rollouts gains nothing (claim `large_n_raises_throughput` fails here): **the paper's ~2× is a
-# GPU effect** (weights and KV cache re-read from HBM for a few sequences vs tensor-core FLOPs
-# for hundreds). Run this on a GPU to see it.
+# rollouts gains little: **the paper's ~2× is a GPU effect** (weights and KV cache re-read from
+# HBM for a few sequences vs tensor-core FLOPs for hundreds). The claim
+# `large_n_raises_throughput` is therefore declared *not applicable here*: the engine still
+# measures it (the log ratio of tokens/s at the largest N over N = 16, per interleaved timing
+# pair) and says in the reason what the rule alone would give. Run this on a GPU to see it.
 
 # %%
-from simulations.brorl_throughput import measure_throughput, throughput_figure
-thr = measure_throughput([1, 4, 16, 64] if QUICK else [1, 4, 16, 64, 256, 512],
-                         d_model=64 if QUICK else 128, n_layers=2 if QUICK else 4)
-throughput_figure(thr, jax.devices()[0].platform)
+import simulations.brorl_throughput as BT
+size = dict(d_model=64, n_layers=2) if QUICK else dict(d_model=128, n_layers=4)
+thr = BT.measure_throughput([1, 4, 16, 64] if QUICK else [1, 4, 16, 64, 256, 512], **size)
+BT.throughput_figure(thr, jax.devices()[0].platform)
 thr
+
+# %%
+logs = BT.log_throughput_ratios(16, int(thr.rollouts.iloc[-1]), **size)
+thr_rows = engine_rows(BT.CLAIMS, {"large_n_raises_throughput": claims.seeds(logs)})
+print(thr_rows.reason.iloc[0])
+thr_rows[ROW]
 
 # %% [markdown]
 # ## 5. The tiny transformer: a plateaued GRPO checkpoint, and the model's own token law
 #
 # `brorl_small` (arXiv:2510.01180) moves both halves of the paper to the tiny transformer of
 # `01_small_model`. **Phase 1**: GRPO with N=8 from the SFT base until held-out pass@1 stops
-# moving (tested with a TOST on the last segment). **Phase 2**: from seed 0's final policy (the
-# checkpoint), N=8 and N=64 continue on paired seeds, compared at equal rollouts (N=8 runs 8x
-# the steps) and at equal wall time on this machine. **Mass balance**: at the tens digit of
-# the worked answer — the carry decision, the error a plateaued policy still makes — the
-# checkpoint's logits over the whole vocabulary replace the synthetic distributions of
-# sections 1-3: for N draws of that token, the three terms of the sampled policy gradient and
-# the exact change of the correct mass.
+# moving (an equivalence claim on the last segment). **Phase 2**: from the base's own
+# checkpoint (its phase-1 seed 0), N=8 and N=64 continue on paired seeds, compared at equal
+# rollouts (N=8 runs 8x the steps) and at equal wall time on this machine. **Mass balance**: at
+# the tens digit of the worked answer — the carry decision, the error a plateaued policy still
+# makes — the checkpoint's logits over the whole vocabulary replace the synthetic distributions
+# of sections 1-3: for N draws of that token, the three terms of the sampled policy gradient
+# and the exact change of the correct mass.
+#
+# **Seeds nested in SFT bases.** One SFT base is one draw of everything SFT decides, so seeds
+# that share it are not independent replications. As in the experiment, the run below repeats
+# the whole study from several bases (`rlvr_lab.train.bases`: base `b` is the preset with
+# `seed + b`, with its own data and held-out set; quick: the first look of the experiment's
+# quick plan, 3 bases x 1 seed), each with its own plateaued checkpoint. A base not cached yet
+# is trained first.
 
 # %%
-small_res = S.run_small(jax.random.key(21), QUICK, 2 if QUICK else 8)
-small_mass = S.small_mass_frame(small_res["sweep"])
-print("seconds per step:", {k: round(v, 3) for k, v in small_res["seconds"].items()})
-fig = S.small_figure(small_res, small_mass)
+plan = S.tiny_grpo.QUICK_PLAN if QUICK else S.SMALL_PLAN
+base_ids = list(range(plan.bases))
+small_results = [S.run_small(jax.random.key(21), QUICK, plan.seeds_per_base, base=b)
+                 for b in base_ids]
+small_mass = brorl_small.mass_frame(r["sweep"] for r in small_results)
+print("seconds per step (base 0):",
+      {k: round(v, 3) for k, v in small_results[0]["seconds"].items()})
+phase1 = bases.concat_runs([r["phase1"] for r in small_results])
+arms = {n: bases.concat_runs([r["arms"][n] for r in small_results]) for n in ("N=8", "N=64")}
+fig = S.small_figure(phase1, arms, small_results[0]["p1"].num_prompts, small_mass)
 small_mass[["N", "pg_p_decrease", "ideal_p_decrease", "pg_sampled_correct",
             "pg_sampled_wrong", "pg_unsampled", "pg_exact"]]
 
@@ -323,9 +379,27 @@ small_mass[["N", "pg_p_decrease", "ideal_p_decrease", "pg_sampled_correct",
 # With a vocabulary of 26 tokens a few dozen draws already see every token the checkpoint
 # gives real mass to, so the unsampled term — the one the paper says can shrink the correct
 # mass — fades at small N here; what remains at small N is the sampling noise of the two
-# sampled terms. The claims of `rlvr-lab run brorl_small` read phase 2 with paired intervals,
-# gated on phase 1's held-out gain over the SFT base; on a CPU, decoding is compute-bound, so
-# equal wall time is close to equal rollouts (the paper's throughput argument is about GPUs).
+# sampled terms.
+#
+# The engine's decisions of `S.SMALL_CLAIMS` on these runs, as the experiment makes them
+# (`brorl_small.seed_numbers`: paired held-out pass@1 differences per seed, the mass-balance
+# probability once per base). The interval is the t-interval of the base means with
+# `n_bases - 1` degrees of freedom; `small_phase1_raises_pass1` is the positive control (if it
+# does not pass, the other pass/fail verdicts become inconclusive); the plateau is an
+# equivalence claim read from the 90% interval (a TOST at 5%). On a CPU, decoding is
+# compute-bound, so equal wall time is close to equal rollouts: that claim is declared *not
+# applicable here* (the paper's throughput argument is about GPUs). The experiment adds bases
+# while a claim is undecided.
+
+# %%
+per_base = [brorl_small.seed_numbers(r) for r in small_results]
+labels = bases.labels(base_ids, plan.seeds_per_base)
+small_samples = {
+    cid: claims.nested(np.concatenate([n[S.SMALL_NUMBERS[cid]] for n in per_base]),
+                       base_ids if cid == "small_mass_decrease_vanishes_sampled_pg" else labels)
+    for cid in S.SMALL_NUMBERS}
+small_rows = engine_rows(S.SMALL_CLAIMS, small_samples, seeds_per_base=plan.seeds_per_base)
+small_rows[ROW]
 
 # %% [markdown]
 # ## Exercises

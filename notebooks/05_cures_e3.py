@@ -51,6 +51,7 @@ from rlvr_lab import plotting
 from scipy import stats
 
 SEEDS = 2 if QUICK else 16
+ROW = ["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds", "n_bases"]
 pd.set_option("display.width", 200)
 print("quick" if QUICK else "full", "mode,", SEEDS, "seeds")
 
@@ -240,8 +241,12 @@ tdf[tdf.step == tdf.step.max()].groupby(["rule", "metric"]).value.mean().unstack
 # tiny transformer (the SFT base of `tiny_grpo`, whose carry-dropping habit GRPO fixes) with
 # arms that differ only in the stages: prompt choice (uniform or CurES' posterior softmax),
 # rollouts per prompt (G, Neyman, or E3's ranks), temperature (fixed or E3's rule) and E3's
-# length penalty. All arms and seeds run in one compiled step (mapped over runs); seeds are paired;
-# every arm spends B·G = 128 rollouts per step; held-out evaluation is at T = 1 for all.
+# length penalty. All arms and seeds run in one compiled step (mapped over runs); seeds are paired
+# (same base, same key in every arm); every arm spends B·G = 128 rollouts per step; held-out
+# evaluation is at T = 1 for all. The seeds are **nested in SFT bases**
+# (`rlvr_lab.train.bases`: base `b` is the SFT preset with `seed + b`, with its own data and
+# held-out set): one base is one draw of everything SFT decides, so seeds of one base are not
+# independent replications, and the claims engine uses the t-interval of the base means.
 #
 # **E3's length penalty** (README of the authors' code, not in the paper): on the easiest
 # prompts, a correct answer of $l$ tokens earns $1 - \mu l/(1+\mu l)$. With GRPO's
@@ -278,11 +283,14 @@ ax.legend()
 nmax.round(4)
 
 # %% [markdown]
-# The training runs (`rlvr-lab run cures_small` / `e3_small`; in quick mode about a minute
-# each, most of it compiling the step once). This notebook runs them in full mode only
-# (`RLVR_LAB_QUICK=0`, figures saved under the output folder); in quick mode it shows the
-# results stored by an earlier `rlvr-lab run ... --quick` when there are any, and the committed
-# figure of the full run.
+# The training runs (`rlvr-lab run cures_small` / `e3_small`: 3 SFT bases x 1 seed in quick
+# mode, more bases added while a claim is undecided in full mode). This notebook runs them in
+# full mode only (`RLVR_LAB_QUICK=0`, figures saved under the output folder); in quick mode it
+# shows the engine's rows stored by an earlier `rlvr-lab run ... --quick` when there are any,
+# and the committed figure of the full run. `cures_small_grpo_beats_base` /
+# `e3_small_grpo_beats_base` (uniform GRPO's held-out gain over its SFT base) are the positive
+# controls: if one does not pass, the other pass/fail verdicts of its study become
+# inconclusive.
 
 # %%
 import matplotlib.pyplot as plt
@@ -292,7 +300,7 @@ from rlvr_lab.io import output_dir
 for name in ("cures_small", "e3_small"):
     if QUICK:
         try:
-            print(experiments.load(name, quick=True)[["claim", "measured", "verdict"]])
+            print(experiments.load(name, quick=True)[ROW])
         except FileNotFoundError:
             print(f"{name}: no stored quick result; `rlvr-lab run {name} --quick` makes one")
         experiments.show_committed_figure(name)
@@ -300,7 +308,7 @@ for name in ("cures_small", "e3_small"):
         out = output_dir() / "05_cures_e3"
         res = experiments.run(name, out_dir=out)
         plt.close("all")  # its figures are shown from their saved PNGs
-        print(res.claims_frame()[["claim", "measured", "verdict", "reason"]].to_string())
+        print(res.claims_frame()[ROW].to_string())
         experiments.show_figures(res, out)
 plt.close("all")
 
@@ -308,7 +316,26 @@ plt.close("all")
 # ## 7. Claims
 #
 # `rlvr-lab run cures_theory`, `cures_study`, `cures_small`, `e3_temperature` and `e3_small`
-# compute these claims (the committed full-run table is `figures/CLAIMS.md`).
+# declare their claims once (`S.THEORY_CLAIMS`, `S.STUDY_CLAIMS`, `S.SMALL_CLAIMS`,
+# `S3.TEMPERATURE_CLAIMS`, `S3.SMALL_CLAIMS`: `rlvr_lab.claims.Declared`, with the estimand
+# measured per seed, a rule and thresholds fixed before the run), measure, and let the claims
+# engine decide: **pass** when the 95% interval lies wholly on the claimed side of
+# `threshold`, **fail** when wholly beyond `fail_threshold`, otherwise **inconclusive** (the
+# reason says about how many more seeds would decide it; `docs/claims.md`). Several estimands
+# take the smaller of the two banks' values per seed, so a pass needs both banks. The bank
+# experiments are cheap: they run here (quick settings in quick mode, which can decide
+# differently from the full run in `figures/claims.csv`) and the engine's rows are shown.
+
+# %%
+bank_results = {name: experiments.run(name, quick=QUICK,
+                                      out_dir=output_dir() / "05_cures_e3")
+                for name in ("cures_theory", "cures_study", "e3_temperature")}
+plt.close("all")  # the experiments' figures are the ones drawn above
+bank_claims = pd.concat([r.claims_frame() for r in bank_results.values()], ignore_index=True)
+print("\n".join(f"{r.claim}: {r.verdict}: {r.reason}" for r in bank_claims.itertuples()))
+bank_claims[["experiment"] + ROW]
+
+# %% [markdown]
 #
 # ## Exercises
 #

@@ -53,6 +53,9 @@ from rlvr_lab.papers.systems.engine import EngineConfig, TrainerConfig, ENGINE_P
 from rlvr_lab.papers.systems.lengths import LogNormal, HeavyTailMix, Empirical
 from rlvr_lab.papers.systems.policies import Workload, run_sync, run_partial, run_async
 from simulations import rollout_systems as S
+# the columns of an engine decision shown below (figures/claims.csv has the rest)
+ROW = ["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds", "n_bases"]
+pd.set_option("display.width", 140)
 print("quick mode" if QUICK else "full mode")
 
 # %% [markdown]
@@ -262,42 +265,70 @@ for k in range(6):
 print({s_: int(stale.ring_get(ring, 5, s_)) for s_ in range(4)})
 
 # %% [markdown]
-# The study (`rlvr-lab run systems_staleness_small`: S ∈ {0, 2, 4, 8}, naive and decoupled,
-# paired seeds, gated on the S = 0 arm's gain over the SFT base) runs here in full mode only
-# (`RLVR_LAB_QUICK=0`); quick mode shows a stored quick result if there is one,
-# and the committed figure of the full run.
+# The study (`rlvr-lab run systems_staleness_small`: S ∈ {0, 2, 4, 8}, naive and decoupled)
+# nests its seeds in several SFT bases (one base is one draw of everything SFT decides, so seeds
+# of one base are not independent replications; `rlvr_lab.train.bases`), pairs the arms within
+# a seed (same base, same key) and lets the claims engine decide from the t-interval of the
+# base means; `areal_small_sync_learns` (the S = 0 arm's gain over its SFT base) is the positive
+# control: if it does not pass, the other pass/fail verdicts become inconclusive. It runs here
+# in full mode only (`RLVR_LAB_QUICK=0`); quick mode shows a stored quick result if there is
+# one, and the committed figure of the full run.
 
 # %%
 from rlvr_lab import experiments as E
 if QUICK:
     try:
-        print(E.load("systems_staleness_small", quick=True)[["claim", "measured", "verdict"]])
+        print(E.load("systems_staleness_small", quick=True)[ROW])
     except FileNotFoundError:
         print("no stored quick result; `rlvr-lab run systems_staleness_small --quick` makes one")
     E.show_committed_figure("systems_staleness_small")
 else:
     res = E.run("systems_staleness_small", out_dir=OUT)
     plt.close("all")  # its figures are shown from their saved PNGs
-    display(res.claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
+    display(res.claims_frame()[ROW])
     E.show_figures(res, OUT)
 
 # %% [markdown]
 # ## 8. The claims
 # `rlvr-lab run systems_april` (and `systems_areal`, `systems_echo`, `systems_webgym`,
-# `systems_staleness`, `systems_staleness_small`) computes each paper claim with a stated criterion; a failing claim stays
-# failing with its reason. The full-mode table is in `figures/CLAIMS.md`; in quick mode the cell
-# below shows the committed full-run figures.
+# `systems_staleness`, `systems_staleness_small`) declares each paper claim once
+# (`rlvr_lab.claims.Declared` in `simulations/rollout_systems.py`: the estimand measured per
+# seed, a rule and thresholds fixed before the run), measures it, and lets the claims engine
+# decide: **pass** when the 95% interval lies wholly on the claimed side of `threshold`,
+# **fail** when wholly beyond `fail_threshold`, otherwise **inconclusive** (the reason says
+# about how many more seeds would decide it; `docs/claims.md`). A window around a paper's
+# number is an `equivalence` claim (e.g. `april_throughput_gain`: log of the gain over the
+# paper's 22.5% within ±log 2); a fixed-input simulation gives one deterministic value, whose
+# interval is the value itself. The simulator experiments are cheap, so they run here and the
+# engine's rows are shown, then the reasons of those that do not pass. In quick mode they run
+# the quick settings (fewer seeds, smaller sweeps), whose verdicts can differ from the full
+# run's in `figures/claims.csv`.
 
 # %%
 from rlvr_lab import experiments as E
-for name in ["systems_april", "systems_areal", "systems_echo", "systems_webgym", "systems_staleness"]:
+SIM_EXPERIMENTS = ["systems_april", "systems_areal", "systems_echo", "systems_webgym",
+                   "systems_staleness"]
+sim_results = {}
+for name in SIM_EXPERIMENTS:
+    sim_results[name] = E.run(name, quick=QUICK, out_dir=OUT)
+    plt.close("all")  # its figures are shown from their saved PNGs below
+sim_claims = pd.concat([r.claims_frame() for r in sim_results.values()], ignore_index=True)
+sim_claims[["experiment"] + ROW]
+
+# %%
+for r in sim_claims.itertuples():
+    if r.verdict != "pass":
+        print(f"{r.claim}: {r.verdict}: {r.reason}")
+
+# %% [markdown]
+# The figures: in quick mode the committed full-run ones, otherwise this run's.
+
+# %%
+for name in SIM_EXPERIMENTS:
     if QUICK:
         E.show_committed_figure(name)
-        continue
-    res = E.run(name, out_dir=OUT)
-    plt.close("all")  # its figures are shown from their saved PNGs
-    display(res.claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
-    E.show_figures(res, OUT)
+    else:
+        E.show_figures(sim_results[name], OUT)
 
 # %% [markdown]
 # ## 9. APRIL on the small model: what to do with the stale prefix
@@ -372,7 +403,7 @@ if QUICK:
 else:
     res = E.run("systems_april_prefix", out_dir=OUT)
     plt.close("all")  # its figures are shown from their saved PNGs
-    display(res.claims_frame()[["claim", "measured", "criterion", "verdict", "reason"]])
+    display(res.claims_frame()[ROW])
     E.show_figures(res, OUT)
 
 # %% [markdown]
