@@ -80,7 +80,9 @@ _HELDOUT = "final held-out pass@1 (same base, same key), per seed"
 
 def config(quick: bool) -> spec_rl.SpecRLConfig:
     """``tiny_grpo``'s GRPO settings on a fixed prompt set (quick: fewer prompts/epochs)."""
-    rl = dataclasses.replace(tiny_grpo.rl_config(quick), num_train_problems=256,
+    # a pool drawn larger than the prompts used: problems also in a base's held-out set are
+    # dropped from its pool, and how many depends on the base (184 of 256 left on one)
+    rl = dataclasses.replace(tiny_grpo.rl_config(quick), num_train_problems=384,
                              eval_problems=64 if quick else 128, eval_samples=4 if quick else 8)
     if quick:
         return spec_rl.SpecRLConfig(rl=rl, num_train_prompts=96, epochs=3)
