@@ -105,35 +105,6 @@ def temperature_figure(df):
     return fig
 
 
-def temperature_figure(df):
-    fig, axes = plotting.subplots(1, 3, figsize=(15, 4.0))
-    for rule, label, color in (("fixed", "fixed T = 1", "#1b6ca8"),
-                               ("e3", "E3 entropy targeting", "#d1495b")):
-        for ax, metric in zip(axes, ("entropy", "temperature", "accuracy")):
-            d = df[(df.rule == rule) & (df.metric == metric)]
-            v = d.pivot(index="seed", columns="step", values="value").to_numpy()
-            plotting.band(ax, np.arange(v.shape[1]), v, label=label, color=color)
-        for metric, ls, text in (("pass@8", "--", "pass@8"),
-                                 ("accuracy_at_1", ":", "accuracy at T = 1")):
-            d = df[(df.rule == rule) & (df.metric == metric)]
-            v = d.pivot(index="seed", columns="step", values="value").to_numpy()
-            plotting.band(axes[2], np.arange(v.shape[1]), v, label=f"{label}: {text}", ls=ls,
-                          color=color)
-    t = df[(df.rule == "e3") & (df.metric == "target_entropy")].groupby("step").value.mean()
-    axes[0].plot(t.index, t.to_numpy(), "k:", lw=1, label="target H* (cosine-annealed)")
-    axes[0].set_ylabel("mean entropy of the sampling policy (nats)")
-    axes[1].set_ylabel("sampling temperature T")
-    axes[2].set_ylabel("exact accuracy / pass@8 (sampling T unless marked)")
-    for ax in axes:
-        ax.set_xlabel("step")
-        ax.legend(fontsize=8)
-    axes[0].set_title("entropy")
-    axes[1].set_title("temperature")
-    axes[2].set_title("accuracy")
-    fig.tight_layout()
-    return fig
-
-
 TEMPERATURE_CLAIMS = (
     claims.Declared(
         "e3_entropy_within_band",
