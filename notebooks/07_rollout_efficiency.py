@@ -242,8 +242,9 @@ fig = F.training_figure(runs)
 # %% [markdown]
 # The engine's decisions, as the experiment makes them (one look): the training claims from the
 # per-seed paired differences of final held-out pass@1 (`F.TRAINING` names the number behind
-# each claim), the block-size claims from section 2's mismatch table (a Spearman correlation,
-# one deterministic value). "Recovers" is non-inferiority against the float32 arm with margin
+# each claim), the block-size claims from section 2's mismatch table (one Spearman correlation
+# per outlier placement; the experiment draws placements on each SFT base's own policy, this
+# notebook on one). "Recovers" is non-inferiority against the float32 arm with margin
 # `F.MARGIN`; "degrades" is superiority of the gap above 0. If the control
 # `fp32_raises_pass1` does not pass, the training claims' pass/fail become inconclusive (the
 # block-size claims do not depend on learning: `gated=False`).
@@ -252,7 +253,7 @@ fig = F.training_figure(runs)
 labels = bases.labels(base_ids, plan.seeds_per_base)
 samples = {cid: claims.nested(np.concatenate([n[name] for n in numbers]), labels)
            for cid, (name, _) in F.TRAINING.items()}
-samples.update({cid: claims.value(F.block_trend(table, kind, fmt)[0])
+samples.update({cid: claims.nested(*F.placement_trends(table, kind, fmt))
                 for cid, (kind, fmt) in F.BLOCKS.items()})
 decided = claims.decide_all(F.CLAIMS, samples, seeds_per_base=plan.seeds_per_base)
 fp8_rows = pd.DataFrame([experiments.Claim.from_decision(d).row() for d in decided])

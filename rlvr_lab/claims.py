@@ -65,7 +65,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -293,8 +293,21 @@ def interval(sample: Sample, level: float = 0.95) -> Interval:
 
 
 def verdict_from(rule: str, direction: str, estimate: float, low: float, high: float,
-                 threshold: float, fail_threshold: float) -> str:
-    """``pass`` / ``fail`` / ``inconclusive`` from a row's columns (the one decision rule)."""
+                 threshold: float, fail_threshold: float, control_verdict: str = "") -> str:
+    """``pass`` / ``fail`` / ``inconclusive`` from a row's columns (the one decision rule).
+
+    ``control_verdict`` is the verdict of the study's positive control that gates this claim
+    (empty when no control gates it). A pass or fail counts only when the control passed: a
+    study whose learning signal did not show cannot decide the comparisons built on it."""
+    verdict = _interval_verdict(rule, direction, estimate, low, high, threshold,
+                                fail_threshold)
+    if control_verdict not in ("", "pass") and verdict in ("pass", "fail"):
+        return "inconclusive"
+    return verdict
+
+
+def _interval_verdict(rule: str, direction: str, estimate: float, low: float, high: float,
+                      threshold: float, fail_threshold: float) -> str:
     if rule == "exact":
         if not math.isfinite(estimate):
             return "inconclusive"
@@ -411,6 +424,8 @@ class Decision:
     reason: str
     look: int = 1
     looks: int = 1
+    control: str = ""          # ids of the positive controls gating this claim ("" if none)
+    control_verdict: str = ""  # their combined verdict: "pass" only when every one passed
 
     def row_fields(self) -> dict:
         iv, s = self.interval, self.spec
@@ -420,7 +435,8 @@ class Decision:
                     threshold=s.threshold, fail_threshold=s.fail_threshold,
                     direction=s.direction, level=math.nan if exact else iv.level,
                     n_seeds=iv.n_seeds, n_bases=iv.n_bases, unit=s.unit, estimand=s.estimand,
-                    interval_method="" if exact else iv.method)
+                    interval_method="" if exact else iv.method, control=self.control,
+                    control_verdict=self.control_verdict)
 
 
 def decide(spec: Declared, sample: Sample | float, *, looks: int = 1, look: int = 1,
@@ -448,20 +464,30 @@ def decide(spec: Declared, sample: Sample | float, *, looks: int = 1, look: int 
 
 
 def gate(decisions: Sequence[Decision]) -> list[Decision]:
-    """A study's claims count only when its positive control passed: otherwise each pass or
-    fail of a non-control claim becomes inconclusive, with the control and the verdict the
-    comparison alone would give in the reason."""
+    """A study's claims count only when its positive control passed.
+
+    Every gated non-control claim of a study with a control records the control ids and
+    their combined verdict (``control``, ``control_verdict``: rows of claims.csv carry both,
+    so the verdict still follows from the row's own columns through :func:`verdict_from`).
+    When a control did not pass, a pass or fail becomes inconclusive, with the control and
+    the verdict the comparison alone would give in the reason."""
     controls = [d for d in decisions if d.spec.control]
-    failed = [d for d in controls if d.verdict != "pass"]
-    if not failed:
+    if not controls:
         return list(decisions)
+    failed = [d for d in controls if d.verdict != "pass"]
+    ids = ",".join(d.spec.id for d in controls)
+    combined = "pass" if not failed else (
+        "fail" if any(d.verdict == "fail" for d in failed) else failed[0].verdict)
     why = "; ".join(f"positive control {d.spec.id} is {d.verdict} ({d.reason})" for d in failed)
     out = []
     for d in decisions:
-        if not d.spec.control and d.spec.gated and d.verdict in ("pass", "fail"):
-            d = Decision(d.spec, "inconclusive", d.interval,
-                         f"{why}; the comparison alone would give {d.verdict}: {d.reason}",
-                         d.look, d.looks)
+        if not d.spec.control and d.spec.gated:
+            verdict, reason = d.verdict, d.reason
+            if failed and d.verdict in ("pass", "fail"):
+                verdict = "inconclusive"
+                reason = f"{why}; the comparison alone would give {d.verdict}: {d.reason}"
+            d = replace(d, verdict=verdict, reason=reason, control=ids,
+                        control_verdict=combined)
         out.append(d)
     return out
 

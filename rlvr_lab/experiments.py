@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 DECISION_COLUMNS = ("rule", "estimate", "ci_low", "ci_high", "threshold", "fail_threshold",
                     "direction", "level", "n_seeds", "n_bases", "unit", "estimand",
-                    "interval_method", "stable")
+                    "interval_method", "control", "control_verdict", "stable")
 CLAIM_COLUMNS = ("experiment", "paper", "setting", "claim", "statement", "paper_value",
                  "paper_ref", "measured", "measured_text", "criterion", "verdict",
                  "reason") + DECISION_COLUMNS
@@ -92,6 +92,8 @@ class Claim:
     unit: str = ""
     estimand: str = ""
     interval_method: str = ""
+    control: str = ""          # the positive controls gating this claim (claims.gate)
+    control_verdict: str = ""  # their verdict: a pass/fail counts only when it is "pass"
     stable: str = ""
 
     def __post_init__(self):

@@ -62,6 +62,7 @@ from rlvr_lab.papers.fp8 import study
 from rlvr_lab.papers.fp8.study import (ACT_BLOCKS, COARSE, FULL_TABLE,  # noqa: F401
                                        OUTLIER, OUTLIER_CHANNELS, QUICK_TABLE, WEIGHT_BLOCKS,
                                        block_label, block_trend, eval_prefixes,
+                                       placement_trends,
                                        mismatch_figure, mismatch_table, training_figure,
                                        treatments)
 from rlvr_lab.train import bases, sequence
@@ -104,9 +105,10 @@ _NOTHING = ("there is something to recover only where uncorrected_degrades passe
             "a pass says the correction did no harm relative to float32 rollouts")
 _BLOCK_VALUE = ("blockwise 128x128 (weights) / 1x128 (activations) scaling to limit "
                 "quantisation error (finer blocks, smaller error)")
-_BLOCK_EST = ("Spearman correlation of {what} size ({sizes}) with the mean exact per-token "
-              "KL(pi_rollout || pi_train) over outlier placements ({kind} only; "
-              f"{OUTLIER_CHANNELS} outlier channels of 64 x{OUTLIER:g})")
+_BLOCK_EST = ("Spearman correlation of {what} size ({sizes}) with the exact per-token "
+              "KL(pi_rollout || pi_train), one per outlier placement ({kind} only; "
+              f"{OUTLIER_CHANNELS} outlier channels of 64 x{OUTLIER:g}), placements nested in "
+              "SFT bases (each base's own policy and placements)")
 _WSIZES = ", ".join(block_label(b) for b in WEIGHT_BLOCKS)
 _ASIZES = ", ".join(block_label(b) for b in ACT_BLOCKS)
 
@@ -206,19 +208,22 @@ def fp8(ctx):
                                         trainers=trainers, built=built)
             frames.append(df.assign(base=b, seed=df.seed + b * per_base))
             numbers.append(study.seed_numbers(df))
-            if not tables and any(c in BLOCKS for c in open_ids):
-                # base 0 (the cached base); quick: prefixes from the float32 arm's compiled
-                # evaluation sampler (no new compile)
-                prefixes = (eval_prefixes(trainers["fp32"], ctx.stream("mismatch"), per_base)
+            if any(c in BLOCKS for c in open_ids):
+                # this base's own policy and outlier placements; quick: prefixes from the
+                # float32 arm's compiled evaluation sampler (no new compile)
+                mkey = bases.base_key(ctx.stream("mismatch"), b)
+                prefixes = (eval_prefixes(trainers["fp32"], mkey, per_base)
                             if ctx.quick else None)
-                tables.append(mismatch_table(ctx.stream("mismatch"),
-                                             QUICK_TABLE if ctx.quick else FULL_TABLE,
+                tables.append(mismatch_table(mkey, QUICK_TABLE if ctx.quick else FULL_TABLE,
                                              policy=trainers["fp32"].base_policy,
-                                             prefixes=prefixes, base=config.base))
+                                             prefixes=prefixes,
+                                             base=bases.with_base(config, b).base
+                                             ).assign(base=b))
         labels = bases.labels(base_ids, per_base)
         out = {c: claims.nested(np.concatenate([n[name] for n in numbers]), labels)
                for c, (name, _) in TRAINING.items() if c in open_ids}
-        out.update({c: claims.value(block_trend(tables[0], kind, fmt)[0])
+        new_tables = pd.concat([t for t in tables if t.base.iloc[0] in base_ids])
+        out.update({c: claims.nested(*placement_trends(new_tables, kind, fmt))
                     for c, (kind, fmt) in BLOCKS.items() if c in open_ids})
         return out
 
@@ -226,6 +231,7 @@ def fp8(ctx):
     df = pd.concat(frames, ignore_index=True)
     ctx.save_table(df, "fp8_training")
     ctx.save_figure(training_figure(df), "fp8_training")
-    ctx.save_table(tables[0], "fp8_mismatch")
-    ctx.save_figure(mismatch_figure(tables[0]), "fp8_mismatch_vs_block")
+    table = pd.concat(tables, ignore_index=True)
+    ctx.save_table(table, "fp8_mismatch")
+    ctx.save_figure(mismatch_figure(table), "fp8_mismatch_vs_block")
     return decided

@@ -136,6 +136,40 @@ def test_gate_turns_comparisons_inconclusive_when_the_control_does_not_pass():
     assert out["cmp"].verdict == "pass"
 
 
+def test_gated_rows_carry_the_control_and_their_verdict_follows_from_the_row():
+    control = Declared("ctrl", "s", "superiority", 0.0, control=True)
+    cmp_ = Declared("cmp", "s", "superiority", 0.0)
+    cost = Declared("cost", "s", "threshold", 0.0, gated=False)
+    good = {"cmp": claims.seeds([1.0, 1.1, 1.2]), "cost": claims.seeds([1.0, 1.1, 1.2])}
+    for ctrl, want_ctrl in (([-0.1, 0.1, 0.0], "inconclusive"), ([-0.5, -0.6, -0.55], "fail"),
+                            ([0.5, 0.6, 0.55], "pass")):
+        out = {d.spec.id: d for d in
+               claims.decide_all([control, cmp_, cost], {"ctrl": claims.seeds(ctrl), **good})}
+        row = out["cmp"].row_fields()
+        assert (row["control"], row["control_verdict"]) == ("ctrl", want_ctrl)
+        # the row alone gives the verdict: interval columns plus the control's verdict
+        assert claims.verdict_from(row["rule"], row["direction"], row["estimate"],
+                                   row["ci_low"], row["ci_high"], row["threshold"],
+                                   row["fail_threshold"], row["control_verdict"]) \
+            == out["cmp"].verdict == ("pass" if want_ctrl == "pass" else "inconclusive")
+        # neither the control nor an ungated claim depends on a control
+        for cid in ("ctrl", "cost"):
+            assert out[cid].row_fields()["control"] == ""
+        assert out["cost"].verdict == "pass"
+
+
+@pytest.mark.parametrize("control_verdict, want", [("", "pass"), ("pass", "pass"),
+                                                   ("fail", "inconclusive"),
+                                                   ("inconclusive", "inconclusive")])
+def test_verdict_from_reads_the_control_verdict(control_verdict, want):
+    assert claims.verdict_from("superiority", ">", 1.0, 0.5, 1.5, 0.0, 0.0,
+                               control_verdict) == want
+    # a fail is gated the same way
+    fail = "fail" if want == "pass" else "inconclusive"
+    assert claims.verdict_from("superiority", ">", -1.0, -1.5, -0.5, 0.0, 0.0,
+                               control_verdict) == fail
+
+
 def test_decide_all_rejects_missing_or_undeclared_samples():
     with pytest.raises(ValueError, match=r"without a sample \['c'\]"):
         claims.decide_all([sup()], {})

@@ -102,9 +102,11 @@ class TableConfig:
                 raise ValueError(f"{name}={v!r} is not allowed; use a positive int")
 
 
-QUICK_TABLE = TableConfig()
+# per SFT base: the block claims take one rank correlation per (base, outlier placement),
+# with the interval over base means, so every base adds its own placements
+QUICK_TABLE = TableConfig(placements=2)
 FULL_TABLE = TableConfig(weight_formats=("e4m3", COARSE, "int4"), act_formats=("e4m3", COARSE),
-                         magnitudes=(1.0, 2.0 ** 4, OUTLIER, 2.0 ** 12), placements=8,
+                         magnitudes=(1.0, 2.0 ** 4, OUTLIER, 2.0 ** 12), placements=3,
                          samples=4)
 
 
@@ -192,6 +194,22 @@ def block_trend(table: pd.DataFrame, kind: str, fmt: str, magnitude: float = OUT
     return spearman(means.index, means.to_numpy()), means.to_numpy()
 
 
+def placement_trends(table: pd.DataFrame, kind: str, fmt: str, magnitude: float = OUTLIER,
+                     metric: str = "kl") -> tuple[np.ndarray, np.ndarray]:
+    """``(rho, base)``: for each outlier placement (and SFT base, when the table has a ``base``
+    column), the rank correlation of block size with ``metric``; the placement is the random
+    draw, so these are the per-seed values of the block-size claims."""
+    d = table[(table.kind == kind) & (table.format == fmt) & (table.magnitude == magnitude)]
+    if "base" not in d:
+        d = d.assign(base=0)
+    rho, base = [], []
+    for (b, _), g in d.groupby(["base", "placement"], sort=True):
+        g = g.sort_values("block_rank")
+        rho.append(spearman(g.block_rank.to_numpy(), g[metric].to_numpy()))
+        base.append(b)
+    return np.asarray(rho, dtype=float), np.asarray(base)
+
+
 def mismatch_figure(table: pd.DataFrame):
     """Exact KL vs block size: weights (weight outliers) and activations (activation
     outliers), per format and outlier magnitude (mean and 95% CI over placements)."""
@@ -202,7 +220,8 @@ def mismatch_figure(table: pd.DataFrame):
         for i, (fmt, dd) in enumerate(d.groupby("format", sort=False)):
             mags = sorted(dd.magnitude.unique())
             for j, mag in enumerate(mags):
-                piv = dd[dd.magnitude == mag].pivot(index="placement", columns="block_rank",
+                piv = dd[dd.magnitude == mag].pivot(index=[c for c in ("base", "placement")
+                                                           if c in dd], columns="block_rank",
                                                      values="kl").to_numpy()
                 label = f"{fmt}, " + ("no outliers" if mag == 1 else f"outliers x{mag:g}")
                 style = dict(color=f"C{i}", marker="o", ms=3,

@@ -9,6 +9,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from small_model import RL, TINY
 
@@ -138,3 +139,34 @@ def test_quantised_rollouts_show_mismatch_and_corrections_change_the_update(runs
     for run in runs.values():  # everything finite, held-out evals from the float32 policy
         assert all(np.all(np.isfinite(v)) for v in run.history.values())
         assert np.all(np.isfinite(run.evals["pass_at"]))
+
+
+def test_placement_trends_is_one_rank_correlation_per_base_and_placement():
+    """Each (base, placement) gives the rank correlation of block rank with its KL, computed
+    here by hand (ranks by argsort, Pearson of ranks, no ties) in float64."""
+    from rlvr_lab.papers.fp8.study import placement_trends
+    rng = np.random.default_rng(0)
+    rows = []
+    for b in (0, 1):
+        for placement in range(3):
+            kl = rng.permutation(5).astype(float) + 0.1 * rng.random(5)
+            for rank in range(5):
+                rows.append(dict(kind="weights", format="e4m3", magnitude=8.0, base=b,
+                                 placement=placement, block_rank=rank, kl=kl[rank]))
+            rows.append(dict(kind="activations", format="e4m3", magnitude=8.0, base=b,
+                             placement=placement, block_rank=0, kl=99.0))
+    table = pd.DataFrame(rows).sample(frac=1.0, random_state=1)    # row order must not matter
+    rho, base = placement_trends(table, "weights", "e4m3", magnitude=8.0)
+    want = []
+    for b in (0, 1):
+        for placement in range(3):
+            g = [r for r in rows if r["base"] == b and r["placement"] == placement
+                 and r["kind"] == "weights"]
+            x = np.arange(5, dtype=float)
+            y = np.argsort(np.argsort([r["kl"] for r in g])).astype(float)
+            want.append(np.corrcoef(x, y)[0, 1])
+    np.testing.assert_allclose(rho, want, atol=1e-12)
+    np.testing.assert_array_equal(base, [0, 0, 0, 1, 1, 1])
+    # a constant metric has no trend: 0, not NaN
+    flat = table.assign(kl=1.0)
+    assert np.all(placement_trends(flat, "weights", "e4m3", magnitude=8.0)[0] == 0.0)
