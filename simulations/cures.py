@@ -146,6 +146,9 @@ THEORY_CLAIMS = (
         statement="At an equal rollout budget, CurES' allocation n_i ∝ √(p̂(1−p̂)) lowers the "
                   "total variance of the stochastic policy gradient vs uniform allocation",
         paper_value="allocation sets the variance of the update (no number)",
+        paper_ref=("arXiv:2510.01037 abstract; authors' code "
+                   "epic/stage_0_init_difficulty_sample_size.py, init_sample_size (its docstring "
+                   "cites the paper's Eq. 127)"),
         estimand="analytic gradient-variance ratio uniform / CurES (8 rollouts per prompt, p̂ "
                  "from an independent 4-rollout stage-0 posterior), the smaller of the two "
                  "banks', per posterior draw", unit="ratio",
@@ -154,6 +157,8 @@ THEORY_CLAIMS = (
              "claim reads p̂ as CurES does"),
     claims.Declared(
         "sampling_sets_convergence_rate",
+        paper_ref=("arXiv:2510.01037 abstract; authors' code epic/epic_sampler.py, "
+                   "EPICSampler.__iter__ (softmax of sqrt(p(1-p))/t)"),
         statement="The prompt-sampling distribution sets the convergence rate of gradient "
                   "descent; CurES' softmax over √(p(1−p)) converges faster than uniform "
                   "sampling",
@@ -354,6 +359,8 @@ SMALL_CLAIMS = (
                   "training rollouts), CurES trains on fewer groups without signal than GRPO",
         paper_value="Bayesian posterior estimation lowers the overhead of difficulty "
                     "estimation [summary]",
+        paper_ref=("arXiv:2510.01037 abstract; authors' code epic/epic_sampler.py, "
+                   "update_difficulty (Beta posterior mean)"),
         estimand="fraction of zero-advantage groups over the run, CurES - GRPO, per paired "
                  "seed", unit="fraction of groups",
         rule="superiority", direction="<", threshold=0.0,

@@ -150,7 +150,9 @@ CLAIMS = (
         "mismatch_grows_with_block_e4m3",
         statement="with outlier channels, the e4m3 rollout/trainer mismatch grows with the "
                   "weight block size",
-        paper_value=_BLOCK_VALUE, paper_ref=REF,
+        paper_value=_BLOCK_VALUE,
+        paper_ref=(f"{REF} abstract (blockwise FP8 W8A8; the 128x128 / 1x128 block sizes: "
+                   "location not found) (inferred)"),
         estimand=_BLOCK_EST.format(what="weight block (b x b)", sizes=_WSIZES, kind="weights"),
         unit="Spearman rho", rule="threshold", threshold=0.9,
         gated=False),
@@ -158,7 +160,9 @@ CLAIMS = (
         "mismatch_grows_with_block_coarse",
         statement=f"with outlier channels, the {COARSE} rollout/trainer mismatch grows with the "
                   "weight block size",
-        paper_value=_BLOCK_VALUE, paper_ref=REF,
+        paper_value=_BLOCK_VALUE,
+        paper_ref=(f"{REF} abstract (blockwise FP8 W8A8; the 128x128 / 1x128 block sizes: "
+                   "location not found) (inferred)"),
         estimand=_BLOCK_EST.format(what="weight block (b x b)", sizes=_WSIZES, kind="weights"),
         unit="Spearman rho", rule="threshold", threshold=0.9,
         gated=False),
@@ -166,7 +170,9 @@ CLAIMS = (
         "act_mismatch_grows_with_block",
         statement="with outlier channels, the e4m3 rollout/trainer mismatch grows with the "
                   "activation block size",
-        paper_value=_BLOCK_VALUE, paper_ref=REF,
+        paper_value=_BLOCK_VALUE,
+        paper_ref=(f"{REF} abstract (blockwise FP8 W8A8; the 128x128 / 1x128 block sizes: "
+                   "location not found) (inferred)"),
         estimand=_BLOCK_EST.format(what="activation block (1 x b)", sizes=_ASIZES,
                                    kind="activations"),
         unit="Spearman rho", rule="threshold", threshold=0.85,
