@@ -162,7 +162,8 @@ THEORY_CLAIMS = (
         statement="The prompt-sampling distribution sets the convergence rate of gradient "
                   "descent; CurES' softmax over √(p(1−p)) converges faster than uniform "
                   "sampling",
-        paper_value="faster convergence; up to 5.5× [summary]",
+        paper_value="faster convergence (abstract, no number); 'up to 5.5×' only in a summary "
+                    "[summary]",
         estimand=f"steps to half of uniform's final gain, uniform / CurES (t={CURES_T}), exact "
                  "mean-field dynamics on the bimodal bank (one deterministic value)",
         unit="ratio", rule="threshold", direction=">", threshold=1.0),
@@ -241,7 +242,8 @@ STUDY_CLAIMS = (
         "cures_fewer_rollouts_to_target",
         statement="CurES (posterior sampling + Neyman allocation) reaches the target accuracy "
                   "with fewer rollouts than uniform GRPO",
-        paper_value="up to 5.5× faster convergence [summary]",
+        paper_value="faster convergence than GRPO (abstract, no number); 'up to 5.5×' only in "
+                    "a summary [summary]",
         estimand="ln(rollouts to the target, uniform / CurES both), the smaller of the two "
                  "banks, per paired seed (target: acc0 + ½ of uniform's seed-mean gain; a "
                  "seed that never reaches it counts as the run's budget; CurES' 4-rollout "
@@ -348,7 +350,8 @@ SMALL_CLAIMS = (
     claims.Declared(
         "cures_small_rollouts_to_target",
         statement="CurES reaches a target held-out accuracy with fewer rollouts than GRPO",
-        paper_value="up to 5.5× faster convergence [summary]",
+        paper_value="faster convergence than GRPO (abstract, no number); 'up to 5.5×' only in "
+                    "a summary [summary]",
         estimand="rollouts until held-out pass@1 first reaches base + ½ (GRPO's final - base) "
                  "of its SFT base (interpolated between evaluations; never: the whole run), "
                  "GRPO - CurES, per paired seed", unit="rollouts",

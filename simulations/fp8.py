@@ -102,6 +102,8 @@ def train_treatments(key, num_seeds: int, *, quick: bool = True, **kwargs) -> pd
 _HELDOUT = "final held-out pass@1, per seed (same base, same key in both arms)"
 _NOTHING = ("there is something to recover only where uncorrected_degrades passes; otherwise "
             "a pass says the correction did no harm relative to float32 rollouts")
+_E2M1_VALUE = (PAPER_VALUE + "; the paper's rollouts are FP8 only: this E2M1 W4A4 arm goes "
+               "beyond its setting")
 _BLOCK_VALUE = ("blockwise 128x128 (weights) / 1x128 (activations) scaling to limit "
                 "quantisation error (finer blocks, smaller error)")
 _BLOCK_EST = ("Spearman correlation of {what} size ({sizes}) with the mean exact per-token "
@@ -129,21 +131,21 @@ CLAIMS = (
         "uncorrected_degrades",
         statement="training on E2M1 W4A4 rollouts without correction lowers held-out pass@1 "
                   "relative to float32 rollouts",
-        paper_value=PAPER_VALUE, paper_ref=f"{REF} abstract",
+        paper_value=_E2M1_VALUE, paper_ref=f"{REF} abstract",
         estimand=f"fp32 minus uncorrected E2M1, {_HELDOUT}", unit="pass@1",
         rule="superiority", threshold=0.0),
     claims.Declared(
         "tis_recovers",
         statement="token TIS (C=2) on E2M1 rollouts keeps held-out pass@1 within the margin of "
                   "float32 rollouts",
-        paper_value=PAPER_VALUE, paper_ref=f"{REF} abstract",
+        paper_value=_E2M1_VALUE, paper_ref=f"{REF} abstract",
         estimand=f"E2M1+TIS minus fp32, {_HELDOUT}", unit="pass@1",
         rule="non_inferiority", threshold=-MARGIN, note=_NOTHING),
     claims.Declared(
         "mis_recovers",
         statement="token MIS (C=2) on E2M1 rollouts keeps held-out pass@1 within the margin of "
                   "float32 rollouts",
-        paper_value=PAPER_VALUE, paper_ref=f"{REF} abstract",
+        paper_value=_E2M1_VALUE, paper_ref=f"{REF} abstract",
         estimand=f"E2M1+MIS minus fp32, {_HELDOUT}", unit="pass@1",
         rule="non_inferiority", threshold=-MARGIN, note=_NOTHING),
     claims.Declared(

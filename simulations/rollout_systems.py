@@ -161,7 +161,7 @@ AREAL_CLAIMS = (
         "areal_speedup",
         statement="fully asynchronous RL beats the synchronous system at equal GPU count by "
                   "about the paper's factor",
-        paper_value="up to 2.57x training speed-up",
+        paper_value="up to 2.57x training speed-up (abstract v1; v2 and later: up to 2.77x)",
         paper_ref="arXiv:2505.24298 abstract (v1: 2.57x; v2 and later: 2.77x)",
         estimand=f"log(speed-up / 2.57) at the configuration (eta <= 8, GPU split) with the "
                  f"best mean speed-up, {AREAL_LAW} length law, per seed", unit="log ratio",
@@ -225,7 +225,7 @@ ECHO_CLAIMS = (
         "echo_cost_reduction",
         statement="cost-aware activation (cheapest throughput first) lowers the cost per "
                   "learner step at comparable learner utilisation",
-        paper_value="33-36% lower cost at comparable reward",
+        paper_value="33-36% lower cost at comparable reward [summary; no number in the abstract]",
         paper_ref=("arXiv:2602.02192 (no number in the abstract; 33-36% from a summary site) "
                    "(inferred)"),
         estimand=f"share of the RTX 4090 price multiples x{PRICE_BAND[0]:g}-x"
