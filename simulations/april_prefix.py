@@ -220,6 +220,9 @@ CLAIMS = (
         statement="without correction, a sizeable share of APRIL's trained tokens come from an "
                   "older policy version (small model, real partial rollouts)",
         paper_value="~40% off-policy tokens per round",
+        paper_ref=("arXiv:2509.18521 authors' README (FAQ, policy purity); code "
+                   "slime/backends/megatron_utils/data.py, log_partial_rollout_data "
+                   "(off_policy_ratio)"),
         estimand=f"stale-token fraction of APRIL-none (mean over steps >= {WARMUP}) minus "
                  f"{OFF_POLICY_README:.2f}, per seed", unit="fraction of trained tokens",
         rule="equivalence", direction="<", threshold=0.20,
@@ -229,6 +232,8 @@ CLAIMS = (
         "april_prefix_accuracy_vs_sync",
         statement="APRIL (no correction) does not hurt accuracy at equal training steps",
         paper_value="+2.1% average accuracy (max +8%)",
+        paper_ref=("arXiv:2509.18521 abstract (v1: max +8%); the +2.1% average from summaries of "
+                   "v3 (inferred)"),
         estimand=f"{_FINAL}, APRIL-none minus synchronous, per seed", unit="pass@1",
         rule="non_inferiority", direction=">", threshold=-MARGIN_VS_SYNC,
         note="margin 0.02 < the paper's +2.1 pp gain"),
@@ -238,6 +243,8 @@ CLAIMS = (
                   "final accuracy unchanged vs no correction",
         paper_value="original code: no correction; newer slime offers mask / TIS (no accuracy "
                     "comparison published)",
+        paper_ref=("arXiv:2509.18521 authors' code slime/rollout/sglang_example.py and "
+                   "slime/ray/buffer.py (partial samples resumed, no mask/TIS correction)"),
         estimand=f"{_FINAL}, APRIL-mask minus APRIL-none, per seed", unit="pass@1",
         rule="equivalence", direction="<", threshold=MARGIN,
         note="the old claim tested mask and TIS at once; TIS is april_prefix_tis_equal"),
@@ -247,7 +254,8 @@ CLAIMS = (
                   "leaves final accuracy unchanged vs no correction",
         paper_value="original code: no correction; newer slime offers mask / TIS (no accuracy "
                     "comparison published)",
-        paper_ref="arXiv:2509.18521 authors' code",
+        paper_ref=("arXiv:2509.18521 authors' code slime/rollout/sglang_example.py and "
+                   "slime/ray/buffer.py (partial samples resumed, no mask/TIS correction)"),
         estimand=f"{_FINAL}, APRIL-TIS (C=2) minus APRIL-none, per seed", unit="pass@1",
         rule="equivalence", direction="<", threshold=MARGIN),
 )

@@ -276,7 +276,9 @@ SMALL_CLAIMS = (
         estimand=_paired("N=64 minus N=8 after the same phase-2 rollouts"), unit="pass@1",
         rule="superiority", direction=">", threshold=0.0),
     claims.Declared(
-        "small_large_n_beats_n8_equal_wall_time", paper_ref=REF,
+        "small_large_n_beats_n8_equal_wall_time",
+        paper_ref=("arXiv:2510.01180 (~2x throughput: a summary's TL;DR; the abstract tail was "
+                   "not reached) (inferred)"),
         statement="from the checkpoint N=64 ends above N=8 at equal wall time",
         paper_value="large N nearly doubles generation throughput on GPUs",
         estimand=_paired("N=64 minus N=8 read at N=64's wall time on this machine "

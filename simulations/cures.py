@@ -146,6 +146,9 @@ THEORY_CLAIMS = (
         statement="At an equal rollout budget, CurES' allocation n_i ∝ √(p̂(1−p̂)) lowers the "
                   "total variance of the stochastic policy gradient vs uniform allocation",
         paper_value="allocation sets the variance of the update (no number)",
+        paper_ref=("arXiv:2510.01037 abstract; authors' code "
+                   "epic/stage_0_init_difficulty_sample_size.py, init_sample_size (its docstring "
+                   "cites the paper's Eq. 127)"),
         estimand="analytic gradient-variance ratio uniform / CurES (8 rollouts per prompt, p̂ "
                  "from an independent 4-rollout stage-0 posterior), the smaller of the two "
                  "banks', per posterior draw", unit="ratio",
@@ -154,10 +157,13 @@ THEORY_CLAIMS = (
              "claim reads p̂ as CurES does"),
     claims.Declared(
         "sampling_sets_convergence_rate",
+        paper_ref=("arXiv:2510.01037 abstract; authors' code epic/epic_sampler.py, "
+                   "EPICSampler.__iter__ (softmax of sqrt(p(1-p))/t)"),
         statement="The prompt-sampling distribution sets the convergence rate of gradient "
                   "descent; CurES' softmax over √(p(1−p)) converges faster than uniform "
                   "sampling",
-        paper_value="faster convergence; up to 5.5× [summary]",
+        paper_value="faster convergence (abstract, no number); 'up to 5.5×' only in a summary "
+                    "[summary]",
         estimand=f"steps to half of uniform's final gain, uniform / CurES (t={CURES_T}), exact "
                  "mean-field dynamics on the bimodal bank (one deterministic value)",
         unit="ratio", rule="threshold", direction=">", threshold=1.0),
@@ -236,7 +242,8 @@ STUDY_CLAIMS = (
         "cures_fewer_rollouts_to_target",
         statement="CurES (posterior sampling + Neyman allocation) reaches the target accuracy "
                   "with fewer rollouts than uniform GRPO",
-        paper_value="up to 5.5× faster convergence [summary]",
+        paper_value="faster convergence than GRPO (abstract, no number); 'up to 5.5×' only in "
+                    "a summary [summary]",
         estimand="ln(rollouts to the target, uniform / CurES both), the smaller of the two "
                  "banks, per paired seed (target: acc0 + ½ of uniform's seed-mean gain; a "
                  "seed that never reaches it counts as the run's budget; CurES' 4-rollout "
@@ -343,7 +350,8 @@ SMALL_CLAIMS = (
     claims.Declared(
         "cures_small_rollouts_to_target",
         statement="CurES reaches a target held-out accuracy with fewer rollouts than GRPO",
-        paper_value="up to 5.5× faster convergence [summary]",
+        paper_value="faster convergence than GRPO (abstract, no number); 'up to 5.5×' only in "
+                    "a summary [summary]",
         estimand="rollouts until held-out pass@1 first reaches base + ½ (GRPO's final - base) "
                  "of its SFT base (interpolated between evaluations; never: the whole run), "
                  "GRPO - CurES, per paired seed", unit="rollouts",
@@ -354,6 +362,8 @@ SMALL_CLAIMS = (
                   "training rollouts), CurES trains on fewer groups without signal than GRPO",
         paper_value="Bayesian posterior estimation lowers the overhead of difficulty "
                     "estimation [summary]",
+        paper_ref=("arXiv:2510.01037 abstract; authors' code epic/epic_sampler.py, "
+                   "update_difficulty (Beta posterior mean)"),
         estimand="fraction of zero-advantage groups over the run, CurES - GRPO, per paired "
                  "seed", unit="fraction of groups",
         rule="superiority", direction="<", threshold=0.0,

@@ -74,6 +74,9 @@ from simulations import tiny_grpo
 
 PAPER = "DARS"
 ABSTRACT = "arXiv:2508.13755 abstract"
+# the numbers of the paper's main results table, as read in the authors' README
+README_TABLE = (f"{ABSTRACT}; numbers: authors' README (yangzhch6/DARS), Experimental Results "
+                "table, 1.5B rows (the paper's table number not found)")
 P = PAPER_NUMBERS
 _style = style
 Claim = claims.Declared
@@ -113,6 +116,9 @@ THEORY_CLAIMS = (Claim(
               "at a = 0 and 1; the same holds for its exact expectation over the binomial "
               "group accuracy",
     paper_value="2N·a(1−a), peak at 0.5, 0 at a ∈ {0,1}",
+    paper_ref=("arXiv:2508.13755 abstract; closed form in the authors' code "
+               "verl/verl/trainer/ppo/ray_dars_trainer.py, schedule_ET / schedule_HW "
+               "(equation number not found)"),
     estimand="per curve (plug-in/expected x none/std, N=8, 401-point grid): argmax − 0.5, the "
              "values at a = 0 and 1, the count of interior points <= 0",
     unit="(a, Σ|A|, points)",
@@ -139,14 +145,14 @@ STUDY_CLAIMS = (
                "final pass@128 of GRPO N=32 minus N=8 (equal steps), per seed"),
     _sup("dars_raises_passk_et", "DARS-ET raises pass@128 over GRPO (N=8) at equal steps",
          f"final {PASSK_128}, DARS-ET minus GRPO N=8, per seed", "pass@128",
-         f"Pass@128 {P['DARS-ET'][1]} vs {P['GRPO'][1]}"),
+         f"Pass@128 {P['DARS-ET'][1]} vs {P['GRPO'][1]}", paper_ref=README_TABLE),
     _sup("dars_raises_passk_et_equal_budget",
          "DARS-ET raises pass@128 over GRPO (N=8) at GRPO's total rollout budget",
          f"{PASSK_128} once GRPO N=8's total rollouts are spent (interpolated), DARS-ET minus "
          "GRPO N=8, per seed", "pass@128", "'no extra inference cost at convergence'"),
     _sup("dars_raises_passk_hw", "DARS-HW raises pass@128 over GRPO (N=8) at equal steps",
          f"final {PASSK_128}, DARS-HW minus GRPO N=8, per seed", "pass@128",
-         f"Pass@128 {P['DARS-HW'][1]} vs {P['GRPO'][1]}"),
+         f"Pass@128 {P['DARS-HW'][1]} vs {P['GRPO'][1]}", paper_ref=README_TABLE),
     _sup("dars_raises_passk_hw_equal_budget",
          "DARS-HW raises pass@128 over GRPO (N=8) at GRPO's total rollout budget",
          f"{PASSK_128} once GRPO N=8's total rollouts are spent (interpolated), DARS-HW minus "
@@ -156,7 +162,7 @@ STUDY_CLAIMS = (
          "final pass@1, +B minus mini-batch, minimum over the methods run with and without "
          "breadth, per seed", "pass@1",
          f"Avg@128 ET {P['DARS-ET'][0]}→{P['DARS-ET-B'][0]}, "
-         f"HW {P['DARS-HW'][0]}→{P['DARS-HW-B'][0]}"),
+         f"HW {P['DARS-HW'][0]}→{P['DARS-HW-B'][0]}", paper_ref=README_TABLE),
     _sup("breadth_keeps_entropy_higher",
          "breadth keeps token entropy higher (final entropy, equal steps)",
          "final token entropy, +B minus mini-batch, minimum over the methods run with and "
@@ -171,7 +177,8 @@ STUDY_CLAIMS = (
     _sup("dars_b_both", "DARS-HW-B raises both pass@1 and pass@128 over GRPO at equal steps",
          "the smaller of the final pass@1 and pass@128 gains of DARS-HW +B over GRPO N=8, "
          "per seed", "pass@k",
-         f"{P['GRPO'][0]}/{P['GRPO'][1]} → {P['DARS-HW-B'][0]}/{P['DARS-HW-B'][1]}"),
+         f"{P['GRPO'][0]}/{P['GRPO'][1]} → {P['DARS-HW-B'][0]}/{P['DARS-HW-B'][1]}",
+         paper_ref=README_TABLE),
     _cost("dars_no_extra_cost_at_convergence",
           "rollouts per step over the last 10% of steps / (B N), the larger of DARS-ET and "
           "DARS-HW, per seed",
@@ -225,10 +232,11 @@ SMALL_CLAIMS = (
          "DARS-ET raises held-out pass@k over GRPO (N=8) at equal rollouts (the headline)",
          f"{HELD} of DARS-ET at step S minus GRPO N=8 at the step where its rollouts equal "
          "DARS-ET's (mean over the base's seeds), per seed", "pass@k",
-         f"{PAPER_ET}; 'no extra inference cost at convergence'"),
+         f"{PAPER_ET}; 'no extra inference cost at convergence'", paper_ref=README_TABLE),
     _sup("small_dars_passk_equal_steps",
          "DARS-ET raises held-out pass@k over GRPO (N=8) at equal steps",
          f"{HELD} at step S, DARS-ET minus GRPO N=8, per seed", "pass@k", PAPER_ET,
+         paper_ref=README_TABLE,
          note="equal steps, so DARS spends ~1.4x GRPO's rollouts; the equal-rollout reading is "
               "small_dars_passk_equal_budget"),
     _sup("small_naive_n32_speeds_early", "naively raising N (8 -> 32) speeds early progress",
@@ -243,6 +251,7 @@ SMALL_CLAIMS = (
          "DARS-HW raises held-out pass@k over GRPO (N=8) at equal rollouts",
          f"{HELD} of DARS-HW at step S minus GRPO N=8 at the step where its rollouts equal "
          "DARS-HW's own, per seed", "pass@k", f"Pass@128 {P['DARS-HW'][1]} vs {P['GRPO'][1]}",
+         paper_ref=README_TABLE,
          note="GRPO N=8 is read at DARS-HW's own budget (it was DARS-ET's, 1.32x less)"),
     _sup("small_breadth_raises_pass1_equal_rollouts",
          "breadth (4x the prompts per step, one full-batch update) raises held-out pass@1 at "
@@ -250,7 +259,7 @@ SMALL_CLAIMS = (
          "held-out pass@1 of +B at step S/4 minus GRPO N=8 at step S (same rollouts), per "
          "seed", "pass@1",
          f"Avg@128 ET {P['DARS-ET'][0]}->{P['DARS-ET-B'][0]}, HW {P['DARS-HW'][0]}->"
-         f"{P['DARS-HW-B'][0]} (equal steps)"),
+         f"{P['DARS-HW-B'][0]} (equal steps)", paper_ref=README_TABLE),
     _sup("small_breadth_entropy_higher_equal_pass1",
          "breadth keeps token entropy higher at equal progress",
          "token entropy (+B minus GRPO N=8) when the smoothed batch pass@1 first reaches 0.9 x "

@@ -110,6 +110,8 @@ TEMPERATURE_CLAIMS = (
         "e3_entropy_within_band",
         statement="E3's temperature rule keeps the policy entropy flat (near its initial value)",
         paper_value="entropy stays flat instead of collapsing",
+        paper_ref=("arXiv:2505.18573 abstract; authors' code e3/worker/temperature_scheduler.py, "
+                   "TemperatureScheduler.step; README Main Results (entropy figure)"),
         estimand="max |H_t / H*_0 - 1| over the steps after the first 10%, per seed (the "
                  "target itself anneals to 0.9 H*_0)", unit="relative entropy deviation",
         rule="threshold", direction="<", threshold=BAND,
@@ -119,6 +121,8 @@ TEMPERATURE_CLAIMS = (
         "fixed_temperature_entropy_collapses",
         statement="With a fixed temperature the entropy collapses during training",
         paper_value="entropy collapses without the rule",
+        paper_ref=("arXiv:2505.18573 abstract; authors' README Main Results (entropy figure, GRPO"
+                   " curve)"),
         estimand="final / initial mean entropy of the sampling policy at a fixed T = 1, per "
                  "seed", unit="ratio", rule="threshold", direction="<", threshold=COLLAPSE),
 )
@@ -239,6 +243,7 @@ SMALL_CLAIMS = (
                   "is not below the SFT base's",
         paper_value="RL can cap pass@k below the base model; E3 preserves the exploratory "
                     "ability [summary]; pass@k on AIME24/AMC23 (README figure)",
+        paper_ref="arXiv:2505.18573 abstract; authors' README pass@k figure (AIME24, AMC23)",
         estimand="held-out pass@k at T = 1 at the largest k (8 quick, 64 full), E3 after "
                  "training - the SFT base, per seed", unit="pass@k",
         rule="non_inferiority", direction=">", threshold=-E3_MARGIN),
@@ -247,6 +252,7 @@ SMALL_CLAIMS = (
         statement="E3 ends with a higher held-out pass@k than GRPO at equal rollouts (largest "
                   "k: 8 quick, 64 full)",
         paper_value="higher pass@k than GRPO at large k (README figure)",
+        paper_ref="arXiv:2505.18573 authors' README pass@k figure (AIME24, AMC23)",
         estimand="final held-out pass@k at T = 1 at the largest k, E3 - GRPO, per paired seed",
         unit="pass@k", rule="superiority", direction=">", threshold=0.0,
         note="the paper states no size, so the old fail-by-TOST side (±0.05) is dropped"),
@@ -254,7 +260,9 @@ SMALL_CLAIMS = (
         "e3_small_length_penalty",
         statement="E3's length penalty on easy prompts shortens the correct answers",
         paper_value="threshold 0.1: ~40% shorter at comparable accuracy (README, not in the "
-                    "paper)", paper_ref=E3_README,
+                    "paper)",
+        paper_ref=(f"{E3_README} Additional Features; code e3/trainer/ray_trainer.py, "
+                   "apply_length_penalty"),
         estimand="relative change of the mean length of correct held-out answers at T = 1, E3 "
                  "vs GRPO, per paired seed", unit="relative length",
         rule="superiority", direction="<", threshold=0.0,
@@ -264,7 +272,9 @@ SMALL_CLAIMS = (
         "raising_nmax_fewer_all_incorrect",
         statement="Raising E3's maximum rollouts per prompt by 4 leaves fewer all-incorrect "
                   "groups",
-        paper_value="~2 points fewer all-incorrect groups (README)", paper_ref=E3_README,
+        paper_value="~2 points fewer all-incorrect groups (README)",
+        paper_ref=(f"{E3_README} rollout figure; code e3/trainer/ray_trainer.py, "
+                   "get_rollout_n_per_prompt"),
         estimand=f"largest reduction of the exact expected all-incorrect fraction at the SFT "
                  f"base's policy (per-problem success from its held-out samples), E3 [4, 12] "
                  f"minus [4, 16], over batch sizes {NMAX_BATCHES} where the cap binds (>= "

@@ -271,7 +271,9 @@ CLAIMS = (
                   "hand to training: roll_token_accounting_exact)",
         paper_value="the scheduler stops generating for a batch once enough samples are "
                     "collected (no token figure in the abstract)",
-        paper_ref=f"{REF} (rollout scheduler)",
+        paper_ref=(f"{REF} abstract (rollout scheduler); authors' code "
+                   "roll/distributed/scheduler/generate_scheduler.py, DynamicSamplingScheduler "
+                   "(inferred)"),
         estimand="1 - generated tokens (ROLL abort) / generated tokens (finish everything), "
                  "summed over steps, per seed", unit="share of tokens",
         rule="superiority", threshold=0.0,
@@ -281,7 +283,9 @@ CLAIMS = (
         statement="the generated, aborted and wasted tokens of every response are counted "
                   "exactly, and aborting hands training the batch finish-everything would",
         paper_value="per-sample lifecycle management (queued, running, finished, aborted)",
-        paper_ref=f"{REF} (rollout scheduler)",
+        paper_ref=(f"{REF} abstract (rollout scheduler); authors' code "
+                   "roll/distributed/scheduler/generate_scheduler.py, DynamicSamplingScheduler "
+                   "(inferred)"),
         estimand="per round: |decoder tokens - scheduler event model| (largest over responses);"
                  " 1 per batch differing from finish-everything (or from DAPO's slot-order "
                  "filter where the same groups complete first) or violated invariant",
@@ -291,7 +295,7 @@ CLAIMS = (
         "roll_device_mappings_identical",
         statement="placing generation, scoring and update on different device sub-meshes "
                   "(colocated or disaggregated) trains identically for a fixed key",
-        paper_value=_MAPPING_VALUE, paper_ref=f"{REF} (AutoDeviceMapping)",
+        paper_value=_MAPPING_VALUE, paper_ref=f"{REF} abstract (AutoDeviceMapping)",
         estimand="per disaggregated mapping vs the colocated one: differing sampled tokens; "
                  f"largest metric difference / {METRIC_TOL:g}; ||parameter difference|| / "
                  f"||update|| / {PARAM_REL_TOL:g}", unit="multiples of the tolerance",
@@ -304,7 +308,7 @@ CLAIMS = (
                   "training wins on many, with a crossover inside the scanned range",
         paper_value="colocation and disaggregation are both supported; which is faster "
                     "depends on the cluster (no crossover figure in the abstract)",
-        paper_ref=f"{REF} (AutoDeviceMapping)",
+        paper_ref=f"{REF} abstract (AutoDeviceMapping)",
         estimand="per model size: 0 when colocated is faster at the smallest D where it fits "
                  "and disaggregated (one-step asynchronous, best split) is faster from some D "
                  "on within the scan, else 1", unit="model sizes without a crossover",

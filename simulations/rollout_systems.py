@@ -105,6 +105,8 @@ APRIL_CLAIMS = (
         statement="r=2 over-provisioning with partial-rollout recycling raises rollout "
                   "throughput under heavy-tailed lengths by about the paper's average",
         paper_value="+22.5% average rollout throughput, max +44%",
+        paper_ref=("arXiv:2509.18521 abstract (v3: average and maximum; v1: maximum only); "
+                   "authors' README throughput table"),
         estimand="log(mean r=2 rollout-throughput gain over the medium and heavy tails / "
                  "22.5%), per seed", unit="log ratio",
         rule="equivalence", direction="<", threshold=math.log(2),
@@ -126,6 +128,9 @@ APRIL_CLAIMS = (
         statement="without correction, a sizeable share of APRIL's trained tokens come from "
                   "an older policy version",
         paper_value="~40% off-policy tokens per round",
+        paper_ref=("arXiv:2509.18521 authors' README (FAQ, policy purity); code "
+                   "slime/backends/megatron_utils/data.py, log_partial_rollout_data "
+                   "(off_policy_ratio)"),
         estimand="off-policy token fraction at r=2 (medium tail) minus 0.40, per seed",
         unit="fraction of trained tokens",
         rule="equivalence", direction="<", threshold=0.20,
@@ -156,7 +161,8 @@ AREAL_CLAIMS = (
         "areal_speedup",
         statement="fully asynchronous RL beats the synchronous system at equal GPU count by "
                   "about the paper's factor",
-        paper_value="up to 2.57x training speed-up",
+        paper_value="up to 2.57x training speed-up (abstract v1; v2 and later: up to 2.77x)",
+        paper_ref="arXiv:2505.24298 abstract (v1: 2.57x; v2 and later: 2.77x)",
         estimand=f"log(speed-up / 2.57) at the configuration (eta <= 8, GPU split) with the "
                  f"best mean speed-up, {AREAL_LAW} length law, per seed", unit="log ratio",
         rule="equivalence", direction="<", threshold=math.log(AREAL_WINDOW),
@@ -167,6 +173,8 @@ AREAL_CLAIMS = (
         statement="the admission rule floor((N_r-1)/B) <= v + eta bounds the staleness of "
                   "every trained sample by eta",
         paper_value="staleness <= eta",
+        paper_ref=("arXiv:2505.24298 abstract; authors' blog/AReaL_v0_3.md (Solutions: eta, the "
+                   "largest permitted staleness)"),
         estimand="fraction of consumed samples with staleness > eta, per (eta, seed) at each "
                  "eta's best split, eta in {0,1,2,4,8,16}; the largest", unit="fraction",
         rule="exact", direction="<", threshold=1e-9,
@@ -218,7 +226,9 @@ ECHO_CLAIMS = (
         "echo_cost_reduction",
         statement="cost-aware activation (cheapest throughput first) lowers the cost per "
                   "learner step at comparable learner utilisation",
-        paper_value="33-36% lower cost at comparable reward",
+        paper_value="33-36% lower cost at comparable reward [summary; no number in the abstract]",
+        paper_ref=("arXiv:2602.02192 (no number in the abstract; 33-36% from a summary site) "
+                   "(inferred)"),
         estimand=f"share of the RTX 4090 price multiples x{PRICE_BAND[0]:g}-x"
                  f"{PRICE_BAND[1]:g} (of the assumed $0.34/h) where cost-aware activation "
                  f"costs >= {ECHO_MIN_REDUCTION:.0%} less per step than throughput-first "
@@ -290,6 +300,8 @@ STALENESS_CLAIMS = (
         "areal_decoupled_stable",
         statement="decoupled PPO keeps the synchronous accuracy up to eta=8",
         paper_value="eta=8 near eta=0 (AIME24 42.0 at eta=0)",
+        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
+                   "blog/AReaL_v0_3.md, Table 3"),
         estimand=f"{_RUN_MEAN}, decoupled PPO, simulated staleness at eta=8 minus eta=0 (3 "
                  "gen : 1 train GPUs), per seed", unit="accuracy",
         rule="non_inferiority", direction=">", threshold=-0.02),
@@ -297,6 +309,8 @@ STALENESS_CLAIMS = (
         "areal_naive_degrades",
         statement="naive PPO (clip around the behaviour policy) degrades with staleness",
         paper_value="eta=4: naive 23.3 vs 42.0 synchronous (AIME24)",
+        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
+                   "blog/AReaL_v0_3.md, Table 3 and Fig. 6"),
         estimand=f"{_RUN_MEAN}, naive PPO, eta=8 minus eta=0, per seed", unit="accuracy",
         rule="superiority", direction="<", threshold=-0.03,
         note="on the bank naive PPO slows down rather than collapses (the final accuracy "
@@ -305,14 +319,18 @@ STALENESS_CLAIMS = (
         "areal_decoupled_beats_naive",
         statement="decoupled PPO learns better than naive PPO at the same staleness",
         paper_value="eta=4: naive 23.3 vs decoupled 42.2 (AIME24)",
-        paper_ref="arXiv:2505.24298 abstract",
+        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
+                   "blog/AReaL_v0_3.md, Table 3"),
         estimand=f"{_RUN_MEAN} at eta=8, decoupled minus naive, per seed", unit="accuracy",
         rule="superiority", direction=">", threshold=0.02,
         note="split from areal_naive_degrades' old two-part criterion"),
     claims.Declared(
         "echo_staleness_stability", paper="ECHO-2",
         statement="training degrades at a staleness bound S = 11",
-        paper_value="S = 11 unstable [summary]", paper_ref="ECHO-2 [summary]",
+        paper_value="S = 11 unstable [summary]",
+                                    paper_ref=("arXiv:2602.02192 abstract (bounded staleness as a"
+                                               " user parameter); S = 11 / S <= 6: location not "
+                                               "found [summary]"),
         estimand=f"{_RUN_MEAN}, naive PPO on ECHO-2-simulated staleness (9 RTX 4090 "
                  "workers), S=11 minus S=0, per seed", unit="accuracy",
         rule="superiority", direction="<", threshold=-0.02,
@@ -320,7 +338,10 @@ STALENESS_CLAIMS = (
     claims.Declared(
         "echo_staleness_stable_to_6", paper="ECHO-2",
         statement="training stays stable for staleness bounds S <= 6",
-        paper_value="S <= 6 stable [summary]", paper_ref="ECHO-2 [summary]",
+        paper_value="S <= 6 stable [summary]",
+                                      paper_ref=("arXiv:2602.02192 abstract (bounded staleness as"
+                                                 " a user parameter); S = 11 / S <= 6: location "
+                                                 "not found [summary]"),
         estimand=f"{_RUN_MEAN}, naive PPO, min over S in {{2, 6}} of (S minus S=0), per seed",
         unit="accuracy", rule="non_inferiority", direction=">", threshold=-0.02,
         note="split from echo_staleness_stability's old two-part criterion"),
@@ -398,6 +419,8 @@ SMALL_CLAIMS = (
         "areal_small_decoupled_stable",
         statement="decoupled PPO keeps the synchronous accuracy at the largest staleness",
         paper_value="eta=8 near eta=0 (AIME24 42.0 at eta=0)",
+        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
+                   "blog/AReaL_v0_3.md, Table 3"),
         estimand=f"{_FINAL}, decoupled PPO at S=8 (quick and full) minus S=0, per seed",
         unit="pass@1", rule="non_inferiority", direction=">", threshold=-STALE_MARGIN,
         note="every batch at the bound S (the worst case eta = S allows)"),
@@ -406,12 +429,17 @@ SMALL_CLAIMS = (
         statement="naive PPO (clip around the stale behaviour policy) learns worse than "
                   "decoupled PPO at the same staleness",
         paper_value="eta=4: naive 23.3 vs decoupled 42.2 (AIME24)",
+        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
+                   "blog/AReaL_v0_3.md, Table 3 and Fig. 6"),
         estimand=f"{_FINAL} at S=8, decoupled minus naive, per seed", unit="pass@1",
         rule="superiority", direction=">", threshold=0.0),
     claims.Declared(
         "echo_small_staleness_stability", paper="ECHO-2",
         statement="training degrades beyond a staleness bound of 6",
-        paper_value="S = 11 unstable [summary]", paper_ref="ECHO-2 [summary]",
+        paper_value="S = 11 unstable [summary]",
+                                          paper_ref=("arXiv:2602.02192 abstract (bounded "
+                                                     "staleness as a user parameter); S = 11 / S "
+                                                     "<= 6: location not found [summary]"),
         estimand=f"{_FINAL}, naive PPO, S=8 minus S=0, per seed (S = 11 is beyond this "
                  "ring)", unit="pass@1",
         rule="superiority", direction="<", threshold=0.0,
@@ -419,7 +447,10 @@ SMALL_CLAIMS = (
     claims.Declared(
         "echo_small_stable_below_6", paper="ECHO-2",
         statement="training stays stable for staleness bounds S <= 6",
-        paper_value="S <= 6 stable [summary]", paper_ref="ECHO-2 [summary]",
+        paper_value="S <= 6 stable [summary]",
+                                     paper_ref=("arXiv:2602.02192 abstract (bounded staleness as "
+                                                "a user parameter); S = 11 / S <= 6: location not"
+                                                " found [summary]"),
         estimand=f"{_FINAL}, naive PPO, min over S <= 6 (quick: 4; full: 2, 4) of (S minus "
                  "S=0), per seed", unit="pass@1",
         rule="non_inferiority", direction=">", threshold=-STALE_MARGIN,
