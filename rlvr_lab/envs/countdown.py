@@ -14,6 +14,16 @@ zero: not correct). So the target alone (``22``), a repeated answer (``3*5+7,3*5
 appended result (``3*5+7=22``) or padded numbers (``03*5+7``) are neither well-formed nor
 correct.
 
+Fractions. The task is the Countdown of the RLVR papers (TinyZero, whose reward evaluates the
+completion's equation as real arithmetic: each given number used exactly once, ``+ - * /`` and
+parentheses, the final value compared with the target). Only the **final** value must equal the
+target: intermediate values may be fractions (and negative), so ``7/2*4`` reaches 14 from
+``7, 2, 4`` and is correct. This is deliberately not the TV game's rule (every intermediate a
+positive integer). The generator keeps integer intermediates only so that every target has at
+least one integer-only solution; the verifier does not demand one. Values are exact
+``Fraction``s, so there is no float tolerance (``1/3*3`` is exactly 1), and a division by zero
+anywhere makes the completion well-formed but not correct.
+
 Imperfect demonstrations (:func:`flawed_solution`): a random expression over the same numbers
 whose value misses the target -- well-formed and wrong.
 """

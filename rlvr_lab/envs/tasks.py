@@ -12,6 +12,15 @@ Rewards (``scheme``):
   1.5, so rewards lie in {0, 0.5, 1.5, 2} -- a format + correctness reward as in the MC-GRPO
   code (their levels {0, 1.5, 2}); needed for sign-flip studies, where binary rewards cannot
   flip a mean-baseline advantage.
+
+Completions are read from token rows by :func:`score_completions`: only the characters before
+the first EOS count, a PAD/BOS token there is a malformed character (never skipped), and a row
+**without EOS** -- cut off by the generation budget -- is not a finished answer: it scores
+``Verdict(False, False)`` (reward 0 in both schemes), so a prefix that happens to read as the
+answer (``153`` cut from ``1534``) is not correct. ``allow_truncated=True`` (the trainers'
+``allow_truncated_completions``) scores the truncated text as written instead, as TRL's reward
+functions do; TRL's ``mask_truncated_completions`` (also an option here) is a different thing:
+it drops truncated completions from the loss and leaves their reward alone.
 """
 from __future__ import annotations
 
@@ -111,12 +120,24 @@ def encode(problems: Sequence[Problem], prompt_width: int, completion_width: int
     return Batch(prompts, valid, sols, mask, np.array([p.difficulty for p in problems]))
 
 
+def verify_tokens(problem: Problem, completion_ids: npt.ArrayLike, *,
+                  allow_truncated: bool = False) -> Verdict:
+    """Verdict for one completion row of token ids: the text before its first EOS
+    (:func:`~rlvr_lab.envs.tokenizer.decode_completion`); a row without EOS is
+    ``Verdict(False, False)`` unless ``allow_truncated``."""
+    text = tokenizer.decode_completion(completion_ids, allow_truncated=allow_truncated)
+    return Verdict(False, False) if text is None else verify(problem, text)
+
+
 def score_completions(problems: Sequence[Problem], completion_ids: npt.ArrayLike,
-                      scheme: str = "binary", **reward_kw: float
-                      ) -> tuple[np.ndarray, np.ndarray]:
+                      scheme: str = "binary", *, allow_truncated: bool = False,
+                      **reward_kw: float) -> tuple[np.ndarray, np.ndarray]:
     """Decode ``completion_ids`` ``[..., M, N]`` (leading axes = repeats of the M problems in
-    order, e.g. seeds or groups flattened) and verify. Returns ``(rewards, correct)`` float32
-    and bool arrays of shape ``completion_ids.shape[:-1]``."""
+    order, e.g. seeds or groups flattened) and verify (:func:`verify_tokens`: a row without EOS
+    is not correct unless ``allow_truncated``). Returns ``(rewards, correct)`` float32 and bool
+    arrays of shape ``completion_ids.shape[:-1]``."""
+    if not isinstance(allow_truncated, (bool, np.bool_)):
+        raise TypeError(f"allow_truncated={allow_truncated!r} is not allowed; it must be a bool")
     ids = np.asarray(completion_ids)
     flat = ids.reshape(-1, ids.shape[-1])
     m = len(problems)
@@ -125,7 +146,7 @@ def score_completions(problems: Sequence[Problem], completion_ids: npt.ArrayLike
     rewards = np.zeros(flat.shape[0], np.float32)
     correct = np.zeros(flat.shape[0], bool)
     for i, row in enumerate(flat):
-        verdict = verify(problems[i % m], tokenizer.decode(row))
+        verdict = verify_tokens(problems[i % m], row, allow_truncated=bool(allow_truncated))
         rewards[i] = reward(verdict, scheme, **reward_kw)
         correct[i] = verdict.correct
     return rewards.reshape(ids.shape[:-1]), correct.reshape(ids.shape[:-1])

@@ -1,7 +1,15 @@
 """Character-level tokenizer shared by the synthetic tasks.
 
 Ids: ``PAD=0``, ``BOS=1``, ``EOS=2``, then one id per character of :data:`CHARS`. Decoding
-never raises: it stops at the first EOS, skips PAD/BOS and maps unknown ids to ``"?"``.
+never raises and stops at the first EOS:
+
+- :func:`decode` (any row, e.g. for display) skips the **leading** PAD/BOS (a prompt's left
+  padding and its BOS); a PAD/BOS after the text has begun is ``"?"``, like an unknown id;
+- :func:`decode_completion` (what the verifier reads) allows no PAD/BOS before the EOS at all --
+  a completion has no left padding, so a sampled PAD or BOS is a token the model produced and
+  becomes ``"?"`` (the text is then malformed for every task) instead of being silently dropped
+  (``1<PAD>53`` would otherwise read as ``153``) -- and returns None for a row without EOS (a
+  completion cut off by the generation budget) unless ``allow_truncated``.
 Batches are encoded with prompts **left**-padded (so all prompts end in the same column, the
 layout :mod:`rlvr_lab.models.transformer` samples from) and completions right-padded.
 """
@@ -27,17 +35,35 @@ def encode(text: str) -> list[int]:
         raise ValueError(f"character {err.args[0]!r} is not in the vocabulary {CHARS!r}") from None
 
 
+def _char(i: int) -> str:
+    j = i - _SPECIAL
+    return CHARS[j] if 0 <= j < len(CHARS) else "?"
+
+
 def decode(ids: npt.ArrayLike) -> str:
-    """Text of ``ids`` up to the first EOS; PAD/BOS skipped, unknown ids become ``"?"``."""
-    out = []
+    """Text of ``ids`` up to the first EOS. Leading PAD/BOS (a left-padded prompt) are skipped;
+    a PAD/BOS after the first character, and any unknown id, become ``"?"``."""
+    out: list[str] = []
     for i in np.asarray(ids).reshape(-1).tolist():
         if i == EOS:
             break
-        if i in (PAD, BOS):
+        if i in (PAD, BOS) and not out:
             continue
-        j = i - _SPECIAL
-        out.append(CHARS[j] if 0 <= j < len(CHARS) else "?")
+        out.append(_char(i))
     return "".join(out)
+
+
+def decode_completion(ids: npt.ArrayLike, *, allow_truncated: bool = False) -> str | None:
+    """The text a verifier reads from one completion row: the characters before the first
+    EOS, where PAD, BOS and unknown ids are ``"?"`` (never skipped). A row without EOS was cut
+    off by the generation budget: None (not a finished answer), or, with
+    ``allow_truncated=True``, the text of the whole row."""
+    out: list[str] = []
+    for i in np.asarray(ids).reshape(-1).tolist():
+        if i == EOS:
+            return "".join(out)
+        out.append(_char(i))
+    return "".join(out) if allow_truncated else None
 
 
 def encode_prompts(texts: Iterable[str], width: int | None = None

@@ -54,8 +54,8 @@ class BanditConfig:
     ``mc_grpo``). ``scale_rewards`` is read by the ``grpo`` estimator: "group" (std), "batch"
     or "none". ``advantage``, ``policy_loss`` and ``rollout`` take a registered name or a
     callable (a :class:`~rlvr_lab.train.rollout.RolloutStage` for ``rollout``).
-    ``mask_truncated_completions`` is accepted for a shared vocabulary: bank answers are
-    never truncated. ``metrics`` names the per-step metrics to record (None: all of
+    ``mask_truncated_completions`` and ``allow_truncated_completions`` are accepted for a
+    shared vocabulary: bank answers are never truncated. ``metrics`` names the per-step metrics to record (None: all of
     :func:`metric_names`); the others are not computed (~13% of the bench's step on CPU).
     """
 
@@ -82,6 +82,7 @@ class BanditConfig:
     num_iterations: int = C.option(1, C.positive_int)
     num_minibatches: int = C.option(1, C.positive_int)
     mask_truncated_completions: bool = C.option(False, C.boolean)
+    allow_truncated_completions: bool = C.option(False, C.boolean)
     eval_ks: tuple = C.option((1, 8, 64), C.positive_ints)
     metrics: tuple | None = C.option(None, C.optional(C.strings))
 

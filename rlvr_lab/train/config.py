@@ -11,7 +11,7 @@ Canonical names (the same in the bank and the transformer trainer):
 ``advantage`` + ``scale_rewards`` + ``advantage_options``, ``policy_loss`` + ``epsilon`` +
 ``epsilon_high`` + ``clip_ratio_c``, ``loss_agg_mode``, ``beta`` + ``kl_estimator``,
 ``num_iterations`` x ``num_minibatches``, ``rollout`` + ``rollout_options``,
-``mask_truncated_completions``. The table with every alias is ``docs/config.md``.
+``mask_truncated_completions``, ``allow_truncated_completions``. The table with every alias is ``docs/config.md``.
 """
 from __future__ import annotations
 

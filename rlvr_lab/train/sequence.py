@@ -68,7 +68,11 @@ class SequenceRLConfig:
     ``dynamic_sampling``, ``dars``, ``cures``, ``e3``, ``brorl_schedule`` or a
     :class:`~rlvr_lab.train.rollout.RolloutStage`) with ``rollout_options``; a stage other
     than ``uniform`` runs jitted on a :class:`SequenceSampler` whose verifier is a host
-    callback. ``mask_truncated_completions`` (TRL) drops completions without EOS from the loss.
+    callback. A completion without EOS (cut off by ``base.max_new_tokens``) is not correct and
+    scores reward 0 (:func:`rlvr_lab.envs.tasks.score_completions`), in training and held-out
+    evaluation; ``allow_truncated_completions=True`` scores its text as written instead (the
+    behaviour before 2026-12, and TRL's). ``mask_truncated_completions`` (TRL) drops
+    completions without EOS from the loss.
 
     Train/rollout mismatch (the rollout engine's ``behav_logp`` differ from the trainer's, e.g.
     FP8 rollouts, stale prefixes, reused responses): the PPO ratio always uses the trainer's own
@@ -111,6 +115,7 @@ class SequenceRLConfig:
     num_iterations: int = C.option(1, C.positive_int)
     num_minibatches: int = C.option(1, C.positive_int)
     mask_truncated_completions: bool = C.option(False, C.boolean)
+    allow_truncated_completions: bool = C.option(False, C.boolean)
     reward_scheme: str = C.option("binary", C.choice(*tasks.REWARD_SCHEMES))
     num_train_problems: int = C.option(4096, C.positive_int)
     eval_every: int = C.option(10, C.positive_int)
@@ -553,7 +558,9 @@ class Trainer:
         correct = np.zeros((s, g, b), bool)
         for i in range(s):
             probs = [self.pool[j] for j in np.asarray(idx[i])]
-            rewards[i], correct[i] = tasks.score_completions(probs, tokens[i], cfg.reward_scheme)
+            rewards[i], correct[i] = tasks.score_completions(
+                probs, tokens[i], cfg.reward_scheme,
+                allow_truncated=cfg.allow_truncated_completions)
         return rewards.transpose(0, 2, 1), correct.transpose(0, 2, 1)
 
     def _verify_groups(self, pool_idx, tokens):
@@ -561,7 +568,8 @@ class Trainer:
         -> rewards float32 and verdicts bool, ``[B, n]``."""
         probs = [self.pool[j] for j in np.asarray(pool_idx)]
         rewards, correct = tasks.score_completions(
-            probs, np.asarray(tokens).transpose(1, 0, 2), self.config.reward_scheme)
+            probs, np.asarray(tokens).transpose(1, 0, 2), self.config.reward_scheme,
+            allow_truncated=self.config.allow_truncated_completions)
         return (np.asarray(rewards, np.float32).T.copy(), np.asarray(correct, bool).T.copy())
 
     def sample_batch(self, keys: jax.Array,
@@ -628,8 +636,9 @@ class Trainer:
         n, m = self.config.eval_samples, len(self.eval_problems)
         out = np.zeros((num_seeds, n))
         for s in range(num_seeds):
-            _, correct = tasks.score_completions(self.eval_problems,
-                                                 tokens[s].reshape(n, m, -1))
+            _, correct = tasks.score_completions(
+                self.eval_problems, tokens[s].reshape(n, m, -1),
+                allow_truncated=self.config.allow_truncated_completions)
             counts = correct.sum(0)
             ks = np.arange(1, n + 1)
             out[s] = np.asarray(self._pass_at(n, counts[:, None], ks[None, :])).mean(0)
