@@ -271,9 +271,9 @@ CLAIMS = (
                   "hand to training: roll_token_accounting_exact)",
         paper_value="the scheduler stops generating for a batch once enough samples are "
                     "collected (no token figure in the abstract)",
-        paper_ref=(f"{REF} abstract (rollout scheduler); authors' code "
-                   "roll/distributed/scheduler/generate_scheduler.py, DynamicSamplingScheduler "
-                   "(inferred)"),
+        paper_ref=(f"{REF} Sec. 4.3 (Sample-level Rollout Lifecycle Control, Abort Request); "
+                   "Sec. 4.1 (Rollout Scheduler); authors' code "
+                   "roll/distributed/scheduler/generate_scheduler.py, DynamicSamplingScheduler"),
         estimand="1 - generated tokens (ROLL abort) / generated tokens (finish everything), "
                  "summed over steps, per seed", unit="share of tokens",
         rule="superiority", threshold=0.0,
@@ -283,9 +283,9 @@ CLAIMS = (
         statement="the generated, aborted and wasted tokens of every response are counted "
                   "exactly, and aborting hands training the batch finish-everything would",
         paper_value="per-sample lifecycle management (queued, running, finished, aborted)",
-        paper_ref=(f"{REF} abstract (rollout scheduler); authors' code "
-                   "roll/distributed/scheduler/generate_scheduler.py, DynamicSamplingScheduler "
-                   "(inferred)"),
+        paper_ref=(f"{REF} Sec. 4.3 (Sample-level Rollout Lifecycle Control, Abort Request); "
+                   "Sec. 4.1 (Rollout Scheduler); authors' code "
+                   "roll/distributed/scheduler/generate_scheduler.py, DynamicSamplingScheduler"),
         estimand="per round: |decoder tokens - scheduler event model| (largest over responses);"
                  " 1 per batch differing from finish-everything (or from DAPO's slot-order "
                  "filter where the same groups complete first) or violated invariant",
@@ -295,7 +295,8 @@ CLAIMS = (
         "roll_device_mappings_identical",
         statement="placing generation, scoring and update on different device sub-meshes "
                   "(colocated or disaggregated) trains identically for a fixed key",
-        paper_value=_MAPPING_VALUE, paper_ref=f"{REF} abstract (AutoDeviceMapping)",
+        paper_value=_MAPPING_VALUE,
+        paper_ref=f"{REF} Sec. 4.1 (AutoDeviceMapping and Resource Pool); Sec. 4.3 (User-defined Device Mapping)",
         estimand="per disaggregated mapping vs the colocated one: differing sampled tokens; "
                  f"largest metric difference / {METRIC_TOL:g}; ||parameter difference|| / "
                  f"||update|| / {PARAM_REL_TOL:g}", unit="multiples of the tolerance",
@@ -308,7 +309,7 @@ CLAIMS = (
                   "training wins on many, with a crossover inside the scanned range",
         paper_value="colocation and disaggregation are both supported; which is faster "
                     "depends on the cluster (no crossover figure in the abstract)",
-        paper_ref=f"{REF} abstract (AutoDeviceMapping)",
+        paper_ref=f"{REF} Sec. 3.1 (colocation or disaggregation); Sec. 4.3 (User-defined Device Mapping)",
         estimand="per model size: 0 when colocated is faster at the smallest D where it fits "
                  "and disaggregated (one-step asynchronous, best split) is faster from some D "
                  "on within the scan, else 1", unit="model sizes without a crossover",
