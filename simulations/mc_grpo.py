@@ -105,7 +105,8 @@ SIGN_FLIP_CLAIMS = (
         paper_value="median mitigates sign flips at small G (qualitative); worked example "
                     "P_flip 0.100 (mean, G=2) vs 0.075 (median, G+1=3)",
         paper_ref=(f"{REF} abstract (median baseline vs sign flips at small G, qualitative; "
-                   "worked-example numbers: location not found)"),
+                   "worked-example numbers: location not found); authors' README (Overview); "
+                   f"{CODE} _generate_and_score_completions (median baseline, `if self.args.mc`)"),
         estimand="(P_mean(G=2) - P_median(G+1=3)) / P_mean(G=2), exact enumeration",
         unit="relative reduction", rule="threshold", direction=">", threshold=0.0),
     claims.Declared(
@@ -291,7 +292,8 @@ def flips_claim(prefix: str, where: str, estimand: str) -> claims.Declared:
         paper_value="median mitigates sign flips at small G; worked example: mean 0.100 / "
                     "median 0.075 at G=2",
         paper_ref=(f"{REF} abstract (median baseline vs sign flips at small G, qualitative; "
-                   "worked-example numbers: location not found)"),
+                   "worked-example numbers: location not found); authors' README (Overview); "
+                   f"{CODE} _generate_and_score_completions (median baseline, `if self.args.mc`)"),
         estimand=estimand, unit="relative reduction", rule="threshold", direction=">",
         threshold=0.0)
 

@@ -117,7 +117,8 @@ APRIL_CLAIMS = (
         "april_gain_grows_with_tail",
         statement="APRIL's throughput gain grows with the heaviness of the length tail",
         paper_value="gains come from the long tail of response lengths (no number)",
-        paper_ref="arXiv:2509.18521 abstract",
+        paper_ref=("arXiv:2509.18521 abstract; authors' README (RLsys-Foundation/APRIL), About, "
+                   "Background (long-tail samples stall the round)"),
         estimand="smaller of the two successive r=2 gain increases light -> medium -> heavy, "
                  "per seed", unit="throughput gain",
         rule="superiority", direction=">", threshold=0.0,
@@ -162,7 +163,8 @@ AREAL_CLAIMS = (
         statement="fully asynchronous RL beats the synchronous system at equal GPU count by "
                   "about the paper's factor",
         paper_value="up to 2.57x training speed-up (abstract v1; v2 and later: up to 2.77x)",
-        paper_ref="arXiv:2505.24298 abstract (v1: 2.57x; v2 and later: 2.77x)",
+        paper_ref=("arXiv:2505.24298 abstract (v1: 2.57x; v2 and later: 2.77x); Sec. 6.2, "
+                   "Table 1 (end-to-end comparison, 2.77x)"),
         estimand=f"log(speed-up / 2.57) at the configuration (eta <= 8, GPU split) with the "
                  f"best mean speed-up, {AREAL_LAW} length law, per seed", unit="log ratio",
         rule="equivalence", direction="<", threshold=math.log(AREAL_WINDOW),
@@ -173,8 +175,8 @@ AREAL_CLAIMS = (
         statement="the admission rule floor((N_r-1)/B) <= v + eta bounds the staleness of "
                   "every trained sample by eta",
         paper_value="staleness <= eta",
-        paper_ref=("arXiv:2505.24298 abstract; authors' blog/AReaL_v0_3.md (Solutions: eta, the "
-                   "largest permitted staleness)"),
+        paper_ref=("arXiv:2505.24298 Sec. 4.1 (Staleness-Aware Training: eta, the largest "
+                   "permitted staleness); authors' blog/AReaL_v0_3.md (Solutions)"),
         estimand="fraction of consumed samples with staleness > eta, per (eta, seed) at each "
                  "eta's best split, eta in {0,1,2,4,8,16}; the largest", unit="fraction",
         rule="exact", direction="<", threshold=1e-9,
@@ -270,6 +272,8 @@ WEBGYM_CLAIMS = (
         "webgym_async_speedup",
         statement="asynchronous multi-step rollouts are 4-5x faster than naive lock-step ones",
         paper_value="4-5x faster than naive",
+        paper_ref=("arXiv:2601.02439 abstract; authors' README (microsoft/webgym), System "
+                   "Architecture, 'Fully asynchronous rollout framework' (Omniboxes, 4-5x)"),
         estimand=f"share of the median environment latencies simulated in "
                  f"[{LATENCY_BAND_S[0]:g}, {LATENCY_BAND_S[1]:g}] s where the mean speed-up "
                  f"lies in [{WEBGYM_RANGE[0]:.1f}, {WEBGYM_RANGE[1]:.1f}] (4-5x +-20%)",
@@ -300,7 +304,7 @@ STALENESS_CLAIMS = (
         "areal_decoupled_stable",
         statement="decoupled PPO keeps the synchronous accuracy up to eta=8",
         paper_value="eta=8 near eta=0 (AIME24 42.0 at eta=0)",
-        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
+        paper_ref=("arXiv:2505.24298 Sec. 6.4, Table 2 (staleness ablation); authors' "
                    "blog/AReaL_v0_3.md, Table 3"),
         estimand=f"{_RUN_MEAN}, decoupled PPO, simulated staleness at eta=8 minus eta=0 (3 "
                  "gen : 1 train GPUs), per seed", unit="accuracy",
@@ -309,8 +313,8 @@ STALENESS_CLAIMS = (
         "areal_naive_degrades",
         statement="naive PPO (clip around the behaviour policy) degrades with staleness",
         paper_value="eta=4: naive 23.3 vs 42.0 synchronous (AIME24)",
-        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
-                   "blog/AReaL_v0_3.md, Table 3 and Fig. 6"),
+        paper_ref=("arXiv:2505.24298 Sec. 6.4, Table 2 and Figure 5 (staleness ablation); "
+                   "authors' blog/AReaL_v0_3.md, Table 3 and Fig. 6"),
         estimand=f"{_RUN_MEAN}, naive PPO, eta=8 minus eta=0, per seed", unit="accuracy",
         rule="superiority", direction="<", threshold=-0.03,
         note="on the bank naive PPO slows down rather than collapses (the final accuracy "
@@ -319,7 +323,7 @@ STALENESS_CLAIMS = (
         "areal_decoupled_beats_naive",
         statement="decoupled PPO learns better than naive PPO at the same staleness",
         paper_value="eta=4: naive 23.3 vs decoupled 42.2 (AIME24)",
-        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
+        paper_ref=("arXiv:2505.24298 Sec. 6.4, Table 2 (staleness ablation); authors' "
                    "blog/AReaL_v0_3.md, Table 3"),
         estimand=f"{_RUN_MEAN} at eta=8, decoupled minus naive, per seed", unit="accuracy",
         rule="superiority", direction=">", threshold=0.02,
@@ -419,7 +423,7 @@ SMALL_CLAIMS = (
         "areal_small_decoupled_stable",
         statement="decoupled PPO keeps the synchronous accuracy at the largest staleness",
         paper_value="eta=8 near eta=0 (AIME24 42.0 at eta=0)",
-        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
+        paper_ref=("arXiv:2505.24298 Sec. 6.4, Table 2 (staleness ablation); authors' "
                    "blog/AReaL_v0_3.md, Table 3"),
         estimand=f"{_FINAL}, decoupled PPO at S=8 (quick and full) minus S=0, per seed",
         unit="pass@1", rule="non_inferiority", direction=">", threshold=-STALE_MARGIN,
@@ -429,8 +433,8 @@ SMALL_CLAIMS = (
         statement="naive PPO (clip around the stale behaviour policy) learns worse than "
                   "decoupled PPO at the same staleness",
         paper_value="eta=4: naive 23.3 vs decoupled 42.2 (AIME24)",
-        paper_ref=("arXiv:2505.24298 staleness ablation table (number not read); authors' "
-                   "blog/AReaL_v0_3.md, Table 3 and Fig. 6"),
+        paper_ref=("arXiv:2505.24298 Sec. 6.4, Table 2 and Figure 5 (staleness ablation); "
+                   "authors' blog/AReaL_v0_3.md, Table 3 and Fig. 6"),
         estimand=f"{_FINAL} at S=8, decoupled minus naive, per seed", unit="pass@1",
         rule="superiority", direction=">", threshold=0.0),
     claims.Declared(
