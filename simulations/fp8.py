@@ -126,21 +126,25 @@ CLAIMS = (
         "uncorrected_degrades_e4m3",
         statement="training on E4M3 W8A8 rollouts without correction lowers held-out pass@1 "
                   "relative to float32 rollouts",
-        paper_value=PAPER_VALUE, paper_ref=f"{REF} abstract",
+        paper_value=PAPER_VALUE, paper_ref=(f"{REF} abstract; FP8 rollout docs of veRL, where the stack is implemented "
+                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base, Accuracy: drop without TIS)"),
         estimand=f"fp32 minus uncorrected E4M3, {_HELDOUT}", unit="pass@1",
         rule="superiority", threshold=0.0),
     claims.Declared(
         "uncorrected_degrades",
         statement="training on E2M1 W4A4 rollouts without correction lowers held-out pass@1 "
                   "relative to float32 rollouts",
-        paper_value=_E2M1_VALUE, paper_ref=f"{REF} abstract",
+        paper_value=_E2M1_VALUE, paper_ref=(f"{REF} abstract; FP8 (not E2M1) in the veRL FP8 rollout docs "
+                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base, Accuracy: drop without TIS)"),
         estimand=f"fp32 minus uncorrected E2M1, {_HELDOUT}", unit="pass@1",
         rule="superiority", threshold=0.0),
     claims.Declared(
         "tis_recovers",
         statement="token TIS (C=2) on E2M1 rollouts keeps held-out pass@1 within the margin of "
                   "float32 rollouts",
-        paper_value=_E2M1_VALUE, paper_ref=f"{REF} abstract",
+        paper_value=_E2M1_VALUE, paper_ref=(f"{REF} abstract; FP8 (not E2M1) in the veRL FP8 rollout docs "
+                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base: token-level TIS, C=2, "
+                   "aligns with BF16)"),
         estimand=f"E2M1+TIS minus fp32, {_HELDOUT}", unit="pass@1",
         rule="non_inferiority", threshold=-MARGIN, note=_NOTHING),
     claims.Declared(
@@ -155,8 +159,9 @@ CLAIMS = (
         statement="with outlier channels, the e4m3 rollout/trainer mismatch grows with the "
                   "weight block size",
         paper_value=_BLOCK_VALUE,
-        paper_ref=(f"{REF} abstract (blockwise FP8 W8A8; the 128x128 / 1x128 block sizes: "
-                   "location not found) (inferred)"),
+        paper_ref=(f"{REF} abstract (blockwise FP8 W8A8); 128x128 weight / 1x128 activation "
+                   "blocks: veRL FP8 rollout docs (volcengine/verl docs/advance/fp8.md, Support "
+                   "Matrix); growth with block size: location not found"),
         estimand=_BLOCK_EST.format(what="weight block (b x b)", sizes=_WSIZES, kind="weights"),
         unit="Spearman rho", rule="threshold", threshold=0.9,
         gated=False),
@@ -165,8 +170,9 @@ CLAIMS = (
         statement=f"with outlier channels, the {COARSE} rollout/trainer mismatch grows with the "
                   "weight block size",
         paper_value=_BLOCK_VALUE,
-        paper_ref=(f"{REF} abstract (blockwise FP8 W8A8; the 128x128 / 1x128 block sizes: "
-                   "location not found) (inferred)"),
+        paper_ref=(f"{REF} abstract (blockwise FP8 W8A8); 128x128 weight / 1x128 activation "
+                   "blocks: veRL FP8 rollout docs (volcengine/verl docs/advance/fp8.md, Support "
+                   "Matrix); growth with block size: location not found"),
         estimand=_BLOCK_EST.format(what="weight block (b x b)", sizes=_WSIZES, kind="weights"),
         unit="Spearman rho", rule="threshold", threshold=0.9,
         gated=False),
@@ -175,8 +181,9 @@ CLAIMS = (
         statement="with outlier channels, the e4m3 rollout/trainer mismatch grows with the "
                   "activation block size",
         paper_value=_BLOCK_VALUE,
-        paper_ref=(f"{REF} abstract (blockwise FP8 W8A8; the 128x128 / 1x128 block sizes: "
-                   "location not found) (inferred)"),
+        paper_ref=(f"{REF} abstract (blockwise FP8 W8A8); 128x128 weight / 1x128 activation "
+                   "blocks: veRL FP8 rollout docs (volcengine/verl docs/advance/fp8.md, Support "
+                   "Matrix); growth with block size: location not found"),
         estimand=_BLOCK_EST.format(what="activation block (1 x b)", sizes=_ASIZES,
                                    kind="activations"),
         unit="Spearman rho", rule="threshold", threshold=0.85,
