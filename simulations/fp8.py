@@ -126,23 +126,28 @@ CLAIMS = (
         "uncorrected_degrades_e4m3",
         statement="training on E4M3 W8A8 rollouts without correction lowers held-out pass@1 "
                   "relative to float32 rollouts",
-        paper_value=PAPER_VALUE, paper_ref=(f"{REF} abstract; FP8 rollout docs of veRL, where the stack is implemented "
-                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base, Accuracy: drop without TIS)"),
+        paper_value=PAPER_VALUE,
+        paper_ref=(f"{REF} abstract; FP8 rollout docs of veRL, where the stack is implemented "
+                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base, Accuracy: drop "
+                   "without TIS)"),
         estimand=f"fp32 minus uncorrected E4M3, {_HELDOUT}", unit="pass@1",
         rule="superiority", threshold=0.0),
     claims.Declared(
         "uncorrected_degrades",
         statement="training on E2M1 W4A4 rollouts without correction lowers held-out pass@1 "
                   "relative to float32 rollouts",
-        paper_value=_E2M1_VALUE, paper_ref=(f"{REF} abstract; FP8 (not E2M1) in the veRL FP8 rollout docs "
-                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base, Accuracy: drop without TIS)"),
+        paper_value=_E2M1_VALUE,
+        paper_ref=(f"{REF} abstract; FP8 (not E2M1) in the veRL FP8 rollout docs "
+                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base, Accuracy: drop "
+                   "without TIS)"),
         estimand=f"fp32 minus uncorrected E2M1, {_HELDOUT}", unit="pass@1",
         rule="superiority", threshold=0.0),
     claims.Declared(
         "tis_recovers",
         statement="token TIS (C=2) on E2M1 rollouts keeps held-out pass@1 within the margin of "
                   "float32 rollouts",
-        paper_value=_E2M1_VALUE, paper_ref=(f"{REF} abstract; FP8 (not E2M1) in the veRL FP8 rollout docs "
+        paper_value=_E2M1_VALUE,
+        paper_ref=(f"{REF} abstract; FP8 (not E2M1) in the veRL FP8 rollout docs "
                    "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base: token-level TIS, C=2, "
                    "aligns with BF16)"),
         estimand=f"E2M1+TIS minus fp32, {_HELDOUT}", unit="pass@1",

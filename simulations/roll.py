@@ -296,7 +296,8 @@ CLAIMS = (
         statement="placing generation, scoring and update on different device sub-meshes "
                   "(colocated or disaggregated) trains identically for a fixed key",
         paper_value=_MAPPING_VALUE,
-        paper_ref=f"{REF} Sec. 4.1 (AutoDeviceMapping and Resource Pool); Sec. 4.3 (User-defined Device Mapping)",
+        paper_ref=(f"{REF} Sec. 4.1 (AutoDeviceMapping and Resource Pool); Sec. 4.3 "
+                   "(User-defined Device Mapping)"),
         estimand="per disaggregated mapping vs the colocated one: differing sampled tokens; "
                  f"largest metric difference / {METRIC_TOL:g}; ||parameter difference|| / "
                  f"||update|| / {PARAM_REL_TOL:g}", unit="multiples of the tolerance",
@@ -309,7 +310,8 @@ CLAIMS = (
                   "training wins on many, with a crossover inside the scanned range",
         paper_value="colocation and disaggregation are both supported; which is faster "
                     "depends on the cluster (no crossover figure in the abstract)",
-        paper_ref=f"{REF} Sec. 3.1 (colocation or disaggregation); Sec. 4.3 (User-defined Device Mapping)",
+        paper_ref=(f"{REF} Sec. 3.1 (colocation or disaggregation); Sec. 4.3 "
+                   "(User-defined Device Mapping)"),
         estimand="per model size: 0 when colocated is faster at the smallest D where it fits "
                  "and disaggregated (one-step asynchronous, best split) is faster from some D "
                  "on within the scan, else 1", unit="model sizes without a crossover",

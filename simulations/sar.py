@@ -255,7 +255,8 @@ CLAIMS = (
     claims.Declared(
         "alternating_schedule_worse",
         statement="An alternating teacher/student-forcing schedule is worse than SAR",
-        paper_value="worse (no number in the abstract)", paper_ref=(f"{REF} authors' code (GengzeZhou/SAR) "
+        paper_value="worse (no number in the abstract)",
+        paper_ref=(f"{REF} authors' code (GengzeZhou/SAR) "
                    "scalear_trainer.py, train_step_alternating_tf_sf (the alternating mode; its "
                    "result: location not found)"),
         estimand="final FD, alternating - sar", unit="FD", rule="superiority", direction=">",
