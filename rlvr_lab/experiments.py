@@ -1,13 +1,19 @@
 """Experiment and claim registry, and the runner behind ``rlvr-lab run`` / ``reproduce``.
 
-A paper reproduction registers experiments with :func:`experiment`::
+A paper reproduction declares its claims once and registers experiments with
+:func:`experiment`; the experiment measures, and the claims engine (:mod:`rlvr_lab.claims`)
+decides every claim from the per-seed numbers::
 
-    @experiment("grpo_family", paper="GRPO", claims=("rloo_equals_scaled_dr_grpo", ...))
+    CLAIMS = (claims.Declared("rl_raises_pass1", statement=..., rule="superiority",
+                              threshold=0.0, estimand=..., unit=..., paper_ref=...), ...)
+
+    @experiment("tiny_grpo", paper="GRPO", claims=CLAIMS, plan=FULL_PLAN, quick_plan=QUICK_PLAN)
     def run(ctx: Context) -> list[Claim]:
         ...                      # compute, ctx.save_figure(fig, "name"), ctx.save_table(df, "name")
-        return [claim(...), ...]
+        return ctx.decide({"rl_raises_pass1": claims.nested(gains, base_labels)})
 
-Every claim's ``measured`` value is computed in the run and compared with a stated criterion.
+(``ctx.sequential(measure)`` adds SFT bases while a claim is undecided; see
+``docs/claims.md``.)
 The runner writes each experiment's result JSON, tables and figures atomically (temporary file
 + rename) and, on a rerun, skips an experiment whose result exists for the same config hash
 (experiment, quick flag, seeds, and the source of the library and of the experiment module),
@@ -198,23 +204,15 @@ class Context:
     declared: tuple[claims_engine.Declared, ...] = ()
     plan: claims_engine.SeedPlan | None = None
 
-    def key(self, salt: int = 0) -> jax.Array:
-        """A typed ``jax.random.key`` derived from the run seed (and an optional salt).
-
-        New code should name its randomness with :meth:`stream` instead of a number."""
-        import jax
-        return jax.random.fold_in(jax.random.key(self.seed), salt)
-
     def stream(self, name: str) -> jax.Array:
         """The named randomness stream ``name`` of this run (e.g. ``"rl"``, ``"heldout"``):
-        a typed key folded from the run seed and a stable hash of the name, so streams are
-        independent and adding one never shifts another."""
-        import zlib
-
+        a typed key folded from the run seed and a stable hash of the name
+        (:mod:`rlvr_lab.random_streams`), so streams are independent and adding one never
+        shifts another."""
         import jax
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"stream name={name!r} is not allowed; give a non-empty string")
-        return jax.random.fold_in(jax.random.key(self.seed), zlib.crc32(name.encode()) >> 1)
+
+        from rlvr_lab import random_streams
+        return random_streams.stream(jax.random.key(self.seed), name)
 
     def _specs(self) -> list[claims_engine.Declared]:
         if not self.declared:

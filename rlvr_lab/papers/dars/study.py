@@ -24,6 +24,7 @@ from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
 from rlvr_lab.papers.dars.theory import expected_cumulative_advantage_dars
 from rlvr_lab.train import bandit
+from rlvr_lab import random_streams as streams
 
 # the paper's numbers (docs/papers.md), Qwen2.5-Math-1.5B, Avg@128 / Pass@128 (percent)
 PAPER_NUMBERS = {"GRPO": (49.6, 79.6), "DARS-ET": (50.0, 81.2), "DARS-ET-B": (52.5, 80.8),
@@ -195,7 +196,7 @@ def run_study(key, s: StudySettings, num_seeds: int, methods=METHODS) -> dict:
         m["cum_rollouts"] = np.cumsum(spent, axis=1) - spent
         curves.append(bandit.metrics_frame(m, method=name))
         bank = prompt_bank.make_bank(cfg.bank)
-        fin = final_evaluation(jax.random.fold_in(key, 1000 + i), states.logits, bank, s.ks,
+        fin = final_evaluation(streams.stream(key, "final-evaluation", i), states.logits, bank, s.ks,
                                s.eval_samples)
         fin["cum_rollouts"] = spent.sum(axis=1)
         for metric, vals in fin.items():
