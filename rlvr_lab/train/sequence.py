@@ -420,11 +420,15 @@ class Trainer:
     def __init__(self, config: SequenceRLConfig, base_policy=None, verbose: bool = False,
                  rollout_fn=None):
         """``rollout_fn`` replaces :func:`rollout` (same signature and ``RolloutBatch``), e.g.
-        sampling from a quantised copy of the policy."""
+        sampling from a quantised copy of the policy.
+
+        Building a trainer trains nothing: the SFT base (``base_policy``, or the cached
+        checkpoint of ``config.base``) is loaded, or trained and cached, on first use of
+        :attr:`base_policy` (by :meth:`init` or :func:`run`)."""
         self.config = config
         base = config.base
-        self.base_policy = base_policy if base_policy is not None else sft.load_or_train(
-            base, verbose=verbose)
+        self._base_policy = base_policy
+        self._verbose = verbose
         heldout = sft.problems(base, "heldout")
         self.eval_problems = heldout[:config.eval_problems]
         seen = {p.prompt for p in heldout}
@@ -453,8 +457,8 @@ class Trainer:
         def rollout_one(key, policy, pool_prompts, pool_valid, rows=None):
             idx = jax.random.choice(streams.stream(key, streams.PROMPTS), pool_prompts.shape[0],
                                     (cfg.num_prompts,), replace=False)
-            args = (streams.stream(key, streams.SAMPLES), policy, pool_prompts[idx], pool_valid[idx],
-                    cfg, mesh)
+            args = (streams.stream(key, streams.SAMPLES), policy, pool_prompts[idx],
+                    pool_valid[idx], cfg, mesh)
             return idx, (sample_fn(*args) if rows is None else rollout(*args, rows=rows))
 
         def eval_one(key, policy, prompts, valid, rows=None):
@@ -498,6 +502,19 @@ class Trainer:
         self._init_opt = jax.jit(jax.vmap(opt.init))
 
     # -- pieces
+
+    @property
+    def base_policy(self):
+        """The SFT base: the one given to the constructor, else ``config.base``'s cached
+        checkpoint, trained (and cached) here on first use."""
+        if self._base_policy is None:
+            self._base_policy = sft.load_or_train(self.config.base, verbose=self._verbose)
+        return self._base_policy
+
+    @base_policy.setter
+    def base_policy(self, policy) -> None:
+        self._base_policy = policy
+
     def init_state(self, num_seeds: int) -> TrainState:
         per_seed = lambda tree: jax.tree.map(  # noqa: E731
             lambda x: jnp.broadcast_to(x, (num_seeds,) + jnp.shape(x)), tree)

@@ -348,3 +348,22 @@ def test_compiled_key_schedule_matches_the_eager_one():
                                                  "prompts", "samples")}) == 5
     with pytest.raises(ValueError, match="stream name=3 is not allowed"):
         random_streams.salt(3)
+
+
+def test_building_a_trainer_trains_nothing_until_the_base_is_used(monkeypatch):
+    """The SFT base is loaded (or trained) on first use of ``base_policy``, not by the
+    constructor; a base given to the constructor is used as is."""
+    calls = []
+    real = sft.load_or_train
+
+    def counting(base, **kw):
+        calls.append(base)
+        return real(base, **kw)
+
+    monkeypatch.setattr(sft, "load_or_train", counting)
+    trainer = sequence.Trainer(RL)
+    assert calls == []
+    policy = trainer.base_policy
+    assert calls == [RL.base] and trainer.base_policy is policy   # once, then kept
+    given = sequence.Trainer(RL, base_policy=policy)
+    assert given.base_policy is policy and len(calls) == 1
