@@ -139,7 +139,7 @@ QUICK_METHODS = ("GRPO N=8", "GRPO N=32", "DARS-ET", "DARS-HW", "DARS-HW +B")
 def method_configs(s: StudySettings, methods=METHODS) -> dict[str, bandit.BanditConfig]:
     """BanditConfig per method; DARS's advantage ``r - mean`` (no std) for every method."""
     base = bandit.BanditConfig(
-        bank=s.bank(), num_steps=s.num_steps, batch_size=s.batch_size,
+        bank=s.bank(), steps=s.num_steps, num_prompts=s.batch_size,
         num_generations=N_STAGE1, advantage="grpo", scale_rewards="none",
         loss_agg_mode="token-mean", num_minibatches=s.num_minibatches, num_iterations=1,
         learning_rate=s.learning_rate, eval_ks=(1, 8, 32, 128))
@@ -156,7 +156,7 @@ def method_configs(s: StudySettings, methods=METHODS) -> dict[str, bandit.Bandit
         depth_name = name.removesuffix(" +B")
         cfg = depth[depth_name]
         if name.endswith(" +B"):
-            cfg = cfg.replace(batch_size=s.breadth_batch_size, num_minibatches=1,
+            cfg = cfg.replace(num_prompts=s.breadth_batch_size, num_minibatches=1,
                               num_iterations=s.breadth_iterations)
         out[name] = cfg
     return out

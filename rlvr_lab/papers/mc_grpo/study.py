@@ -119,7 +119,7 @@ def format_bank(**changes) -> PromptBankConfig:
 def study_base(quick: bool, bank: PromptBankConfig | None = None) -> BanditConfig:
     """Shared trainer settings: 2 PPO epochs per generation (as the paper), Adam, no KL."""
     return BanditConfig(bank=format_bank() if bank is None else bank,
-                        num_steps=30 if quick else 100, batch_size=32, num_generations=2,
+                        steps=30 if quick else 100, num_prompts=32, num_generations=2,
                         num_iterations=2, num_minibatches=1, learning_rate=0.05,
                         loss_agg_mode="token-mean", eval_ks=(1,))
 
@@ -242,7 +242,7 @@ def first_step_table(key, bank_config, g: int = 4, scales=STUDY_SCALES,
 
 def pitfall_configs(quick: bool) -> dict[str, BanditConfig]:
     """MC-GRPO on binary rewards, G+1=5: scales x optimizers x (ratio clip | none | grad clip)."""
-    base = BanditConfig(bank=binary_bank(), num_steps=20 if quick else 60, batch_size=32,
+    base = BanditConfig(bank=binary_bank(), steps=20 if quick else 60, num_prompts=32,
                         num_generations=5, advantage="mc_grpo", num_iterations=2,
                         num_minibatches=1, optimizer="sgd", learning_rate=1.0,
                         loss_agg_mode="token-mean", eval_ks=(1, 8))
