@@ -41,6 +41,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
+from rlvr_lab import allocator
 from rlvr_lab import io as _io
 from rlvr_lab import losses, metrics
 from rlvr_lab.envs import tasks
@@ -425,6 +426,8 @@ class Trainer:
         Building a trainer trains nothing: the SFT base (``base_policy``, or the cached
         checkpoint of ``config.base``) is loaded, or trained and cached, on first use of
         :attr:`base_policy` (by :meth:`init` or :func:`run`)."""
+        # the command line's malloc settings, applied in this process (scripts, notebooks)
+        allocator.tune_in_process()
         self.config = config
         base = config.base
         self._base_policy = base_policy
