@@ -857,16 +857,36 @@ def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: b
     first so the workers finish together. Missing SFT bases are trained first, one per worker
     (otherwise the first experiments would all wait on the first base's lock while one core
     trains it). Each experiment's numbers do not depend on where it runs (its own keys, its
-    own process; a base is the same deterministic checkpoint whoever trains it)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
+    own process; a base is the same deterministic checkpoint whoever trains it). A pool broken
+    by a dead worker is replaced once for the experiments it had not finished."""
     mode = "quick" if quick else "full"
     last = read_timings()
     order = sorted(names_, key=lambda n: -(last.get(n, {}).get(mode, {}).get("seconds")
                                            or float("inf")))
     done: dict[str, Result] = {}
     bases = missing_bases(order, quick, out, force)
+    for attempt in (1, 2):
+        broken = _pool_pass(order, bases, jobs, quick, out, force, bar, done,
+                            last_attempt=attempt == 2)
+        if not broken:
+            break
+        # a worker that dies (a segfault in native code) breaks the whole pool and fails every
+        # experiment still queued; they run once more in a fresh pool (finished ones are kept)
+        print(f"warning: a worker process died; rerunning {len(broken)} unfinished "
+              f"experiment(s) in a fresh pool: {', '.join(broken)}", file=sys.stderr)
+        order, bases = broken, []
+    return [done[n] for n in names_]
+
+
+def _pool_pass(order: list[str], bases: list, jobs: int, quick: bool, out: Path, force: bool,
+               bar, done: dict, *, last_attempt: bool) -> list[str]:
+    """One pool over ``order``; fills ``done`` and returns the experiments lost to a broken
+    pool (recorded as failed only on the last attempt)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    broken = []
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         # queued first: the pool starts tasks in submission order; a failure here resurfaces
         # (with its traceback) in the experiments that load the base
@@ -877,12 +897,18 @@ def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: b
             name = futures[fut]
             try:
                 done[name] = fut.result()
+            except BrokenProcessPool as err:
+                if not last_attempt:
+                    broken.append(name)
+                    continue
+                done[name] = _failed(name, f"worker process failed: {type(err).__name__}: "
+                                           f"{err}")
             except Exception as err:  # noqa: BLE001 - a crashed worker fails its experiment
                 done[name] = _failed(name, f"worker process failed: {type(err).__name__}: "
                                            f"{err}")
             bar.set_postfix_str(name)
             bar.update(1)
-    return [done[n] for n in names_]
+    return broken
 
 
 def reproduce(*, quick: bool = False, only: str | None = None,
