@@ -155,7 +155,7 @@ print("unbiased estimator from 16 samples with 4 correct, k=4:", float(metrics.p
 # Dr.GRPO with Adam (left) and with plain SGD (right); the bands are 95% intervals over seeds.
 
 # %%
-cfg = BanditConfig(bank=bank_cfg, num_steps=30 if QUICK else 150, batch_size=32,
+cfg = BanditConfig(bank=bank_cfg, steps=30 if QUICK else 150, num_prompts=32,
                    num_generations=8, num_iterations=2, num_minibatches=4, learning_rate=0.05)
 sgd = cfg.replace(optimizer="sgd", learning_rate=4.0)
 runs = {("Adam", "GRPO"): cfg, ("Adam", "Dr.GRPO"): cfg.replace(advantage="dr_grpo"),

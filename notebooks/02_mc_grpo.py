@@ -270,7 +270,7 @@ fig = M.plot_simplex(simplex)
 # %%
 base = M.study_base(QUICK)
 if QUICK:
-    base = base.replace(num_steps=15)
+    base = base.replace(steps=15)
     configs = M.study_configs(base, (2,), scales=("mad",), compute_matched=False)
     configs[("GRPO", 8)] = base.replace(num_generations=8)
     seeds = 3
@@ -351,7 +351,7 @@ engine_rows(M.PITFALL_CLAIMS, {"mad_binary_one_over_eps": claims.seeds(errors)})
 # %%
 pit = M.pitfall_configs(QUICK)
 if QUICK:
-    pit = {k: c.replace(num_steps=10) for k, c in list(pit.items())[:2]}
+    pit = {k: c.replace(steps=10) for k, c in list(pit.items())[:2]}
 curves = {n: {k: np.asarray(v) for k, v in M.train_seeds(c, jax.random.key(12),
                                                          4 if QUICK else 16)[1].items()}
           for n, c in pit.items()}
@@ -453,7 +453,7 @@ small_rows[ROW]
 # %%
 bank_cfgs = M.bank_authors_configs(M.study_base(True).replace(**M.AUTHORS), list(small_cfgs))
 if QUICK:
-    bank_cfgs = {k: c.replace(num_steps=15) for k, c in bank_cfgs.items()}
+    bank_cfgs = {k: c.replace(steps=15) for k, c in bank_cfgs.items()}
 bank = M.run_study(jax.random.key(17), bank_cfgs, 4 if QUICK else 16)
 side = pd.DataFrame({
     "small model (held-out pass@1)": {k: M.heldout_pass1(r)[-1].mean() for k, r in runs.items()},

@@ -14,6 +14,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from rlvr_lab.allocator import MALLOC_TUNABLES  # the command line restarts itself with these
+
 EXIT_USAGE = 2
 
 
@@ -220,14 +222,6 @@ def _quick_compile_profile() -> None:
         io.append_xla_flag(QUICK_XLA_FLAG)
 
 
-# glibc malloc settings for the command line's processes (GLIBC_TUNABLES names); see
-# :func:`malloc_tuned_env`
-MALLOC_TUNABLES = {
-    "glibc.malloc.hugetlb": "1",                    # transparent huge pages for malloc'd memory
-    "glibc.malloc.arena_max": "1",                  # one arena: XLA's threads share the heap
-    "glibc.malloc.mmap_max": "0",                   # large blocks from the heap, not mmap
-    "glibc.malloc.trim_threshold": str(1 << 30),    # keep up to 1 GiB of freed heap for reuse
-}
 
 
 COMPUTING_COMMANDS = ("run", "reproduce", "bench")   # the commands run under the tuning

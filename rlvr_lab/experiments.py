@@ -1,13 +1,19 @@
 """Experiment and claim registry, and the runner behind ``rlvr-lab run`` / ``reproduce``.
 
-A paper reproduction registers experiments with :func:`experiment`::
+A paper reproduction declares its claims once and registers experiments with
+:func:`experiment`; the experiment measures, and the claims engine (:mod:`rlvr_lab.claims`)
+decides every claim from the per-seed numbers::
 
-    @experiment("grpo_family", paper="GRPO", claims=("rloo_equals_scaled_dr_grpo", ...))
+    CLAIMS = (claims.Declared("rl_raises_pass1", statement=..., rule="superiority",
+                              threshold=0.0, estimand=..., unit=..., paper_ref=...), ...)
+
+    @experiment("tiny_grpo", paper="GRPO", claims=CLAIMS, plan=FULL_PLAN, quick_plan=QUICK_PLAN)
     def run(ctx: Context) -> list[Claim]:
         ...                      # compute, ctx.save_figure(fig, "name"), ctx.save_table(df, "name")
-        return [claim(...), ...]
+        return ctx.decide({"rl_raises_pass1": claims.nested(gains, base_labels)})
 
-Every claim's ``measured`` value is computed in the run and compared with a stated criterion.
+(``ctx.sequential(measure)`` adds SFT bases while a claim is undecided; see
+``docs/claims.md``.)
 The runner writes each experiment's result JSON, tables and figures atomically (temporary file
 + rename) and, on a rerun, skips an experiment whose result exists for the same config hash
 (experiment, quick flag, seeds, and the source of the library and of the experiment module),
@@ -198,23 +204,15 @@ class Context:
     declared: tuple[claims_engine.Declared, ...] = ()
     plan: claims_engine.SeedPlan | None = None
 
-    def key(self, salt: int = 0) -> jax.Array:
-        """A typed ``jax.random.key`` derived from the run seed (and an optional salt).
-
-        New code should name its randomness with :meth:`stream` instead of a number."""
-        import jax
-        return jax.random.fold_in(jax.random.key(self.seed), salt)
-
     def stream(self, name: str) -> jax.Array:
         """The named randomness stream ``name`` of this run (e.g. ``"rl"``, ``"heldout"``):
-        a typed key folded from the run seed and a stable hash of the name, so streams are
-        independent and adding one never shifts another."""
-        import zlib
-
+        a typed key folded from the run seed and a stable hash of the name
+        (:mod:`rlvr_lab.random_streams`), so streams are independent and adding one never
+        shifts another."""
         import jax
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"stream name={name!r} is not allowed; give a non-empty string")
-        return jax.random.fold_in(jax.random.key(self.seed), zlib.crc32(name.encode()) >> 1)
+
+        from rlvr_lab import random_streams
+        return random_streams.stream(jax.random.key(self.seed), name)
 
     def _specs(self) -> list[claims_engine.Declared]:
         if not self.declared:
@@ -859,16 +857,36 @@ def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: b
     first so the workers finish together. Missing SFT bases are trained first, one per worker
     (otherwise the first experiments would all wait on the first base's lock while one core
     trains it). Each experiment's numbers do not depend on where it runs (its own keys, its
-    own process; a base is the same deterministic checkpoint whoever trains it)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
+    own process; a base is the same deterministic checkpoint whoever trains it). A pool broken
+    by a dead worker is replaced once for the experiments it had not finished."""
     mode = "quick" if quick else "full"
     last = read_timings()
     order = sorted(names_, key=lambda n: -(last.get(n, {}).get(mode, {}).get("seconds")
                                            or float("inf")))
     done: dict[str, Result] = {}
     bases = missing_bases(order, quick, out, force)
+    for attempt in (1, 2):
+        broken = _pool_pass(order, bases, jobs, quick, out, force, bar, done,
+                            last_attempt=attempt == 2)
+        if not broken:
+            break
+        # a worker that dies (a segfault in native code) breaks the whole pool and fails every
+        # experiment still queued; they run once more in a fresh pool (finished ones are kept)
+        print(f"warning: a worker process died; rerunning {len(broken)} unfinished "
+              f"experiment(s) in a fresh pool: {', '.join(broken)}", file=sys.stderr)
+        order, bases = broken, []
+    return [done[n] for n in names_]
+
+
+def _pool_pass(order: list[str], bases: list, jobs: int, quick: bool, out: Path, force: bool,
+               bar, done: dict, *, last_attempt: bool) -> list[str]:
+    """One pool over ``order``; fills ``done`` and returns the experiments lost to a broken
+    pool (recorded as failed only on the last attempt)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    broken = []
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         # queued first: the pool starts tasks in submission order; a failure here resurfaces
         # (with its traceback) in the experiments that load the base
@@ -879,12 +897,18 @@ def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: b
             name = futures[fut]
             try:
                 done[name] = fut.result()
+            except BrokenProcessPool as err:
+                if not last_attempt:
+                    broken.append(name)
+                    continue
+                done[name] = _failed(name, f"worker process failed: {type(err).__name__}: "
+                                           f"{err}")
             except Exception as err:  # noqa: BLE001 - a crashed worker fails its experiment
                 done[name] = _failed(name, f"worker process failed: {type(err).__name__}: "
                                            f"{err}")
             bar.set_postfix_str(name)
             bar.update(1)
-    return [done[n] for n in names_]
+    return broken
 
 
 def reproduce(*, quick: bool = False, only: str | None = None,

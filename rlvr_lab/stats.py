@@ -3,9 +3,9 @@
 A claim about arms compares numbers measured per seed. The helpers here give Student-t
 intervals over seeds (:func:`mean_interval`), paired differences when arms share a seed's
 randomness (:func:`paired_difference`), an equivalence / non-inferiority test with a stated
-margin (:func:`equivalence`, two one-sided tests, TOST), and the positive-control gate: a
-comparison on the small model counts only when the vanilla arm clearly beats its base
-(:func:`positive_control`, :func:`gate`).
+margin (:func:`equivalence`, two one-sided tests, TOST). Claims are decided by the claims
+engine (:mod:`rlvr_lab.claims`: declared rules, nested SFT bases, the positive-control gate);
+these are the descriptive intervals of tables and figures.
 
 Conventions: ``level`` is the two-sided confidence level of a reported interval; tests use
 ``alpha = 1 - level`` per side. With fewer than two seeds, or a non-finite value, an interval is
@@ -14,18 +14,11 @@ spread (all seeds equal) the interval collapses to the mean.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 import numpy.typing as npt
 from scipy import stats as _st
-
-if TYPE_CHECKING:
-    from rlvr_lab.experiments import Claim
 
 
 @dataclass(frozen=True)
@@ -74,21 +67,6 @@ class Equivalence(Interval):
     @property
     def equivalent(self) -> bool:
         return bool(max(self.p_not_worse, self.p_not_better) < self.alpha)
-
-
-@dataclass(frozen=True)
-class Control(Interval):
-    """The positive control: the vanilla arm's gain over its base, per seed."""
-
-    passed: bool = False
-    min_gain: float = 0.0
-    name: str = "vanilla vs base"
-
-    @property
-    def reason(self) -> str:
-        verdict = "above" if self.passed else "not above"
-        return (f"positive control {self.name}: gain {self} is {verdict} "
-                f"{self.min_gain:+.3g} at {self.level:.0%}")
 
 
 def _values(x, name: str) -> np.ndarray:
@@ -183,43 +161,3 @@ def equivalence(a: npt.ArrayLike, b: npt.ArrayLike, margin: float, *, paired: bo
                        p_not_worse=_one_sided_p(diff, se, dof, -margin, greater=True),
                        p_not_better=_one_sided_p(diff, se, dof, margin, greater=False),
                        alpha=alpha)
-
-
-def positive_control(gain_per_seed: npt.ArrayLike, level: float = 0.95, min_gain: float = 0.0,
-                     name: str = "vanilla vs base") -> Control:
-    """Passes when the ``level`` t-interval of the per-seed gain lies above ``min_gain``."""
-    iv = mean_interval(gain_per_seed, level)
-    return Control(iv.mean, iv.low, iv.high, iv.n, iv.level, passed=iv.above(min_gain),
-                   min_gain=float(min_gain), name=name)
-
-
-def decide_sign(interval: Interval, *, claimed_below: bool = False
-                ) -> tuple[bool | None, str | None, str]:
-    """``(passed, verdict, note)`` for an effect claimed above 0 (or below with
-    ``claimed_below``): pass when the interval lies on the claimed side of 0, fail when it lies
-    on the other side, inconclusive (note: more seeds would decide) when it contains 0."""
-    good, bad = ((interval.below(0.0), interval.above(0.0)) if claimed_below
-                 else (interval.above(0.0), interval.below(0.0)))
-    if good:
-        return True, None, ""
-    if bad:
-        return False, None, ""
-    return None, "inconclusive", "; the 95% interval contains 0: more seeds would decide"
-
-
-def gate(claims: Iterable[Claim], control: Control) -> list[Claim]:
-    """Claims decided by a comparison count only when the control passed.
-
-    A failed control turns each ``pass``/``fail`` claim into ``inconclusive`` and puts the
-    control (and the verdict the comparison alone would have given) into the reason.
-    """
-    if control.passed:
-        return list(claims)
-    gated = []
-    for c in claims:
-        if c.verdict in ("pass", "fail"):
-            note = f"{control.reason}; the comparison alone would give {c.verdict}"
-            reason = f"{note}. {c.reason}" if c.reason else note
-            c = dataclasses.replace(c, verdict="inconclusive", reason=reason)
-        gated.append(c)
-    return gated

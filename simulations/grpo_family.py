@@ -69,7 +69,7 @@ def algorithms(base: BanditConfig) -> dict[str, BanditConfig]:
 
 def base_config(quick: bool) -> BanditConfig:
     bank = PromptBankConfig(num_prompts=64, vocab_size=16, difficulty_a=1.0, difficulty_b=3.0)
-    return BanditConfig(bank=bank, num_steps=40 if quick else 150, batch_size=32,
+    return BanditConfig(bank=bank, steps=40 if quick else 150, num_prompts=32,
                         num_generations=8, num_iterations=2, num_minibatches=4,
                         learning_rate=0.05, eval_ks=(1, 8))
 

@@ -40,7 +40,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from rlvr_lab import claims, plotting, stats
+from rlvr_lab import claims, plotting
 from rlvr_lab.experiments import experiment
 from rlvr_lab.train import bases, sequence, sft
 
@@ -64,14 +64,6 @@ def rl_config(quick: bool, base: sft.SFTConfig | None = None) -> sequence.Sequen
                                          eval_samples=4, **common)
     return sequence.SequenceRLConfig(steps=100, eval_every=20, eval_problems=128,
                                      eval_samples=16, **common)
-
-
-def control(base_pass1, final_pass1, name: str = "vanilla GRPO vs SFT base") -> stats.Control:
-    """The positive control of a small-model comparison: the vanilla arm's per-seed held-out
-    pass@1 gain over the SFT base must have a 95% t-interval above 0 (``stats.gate`` turns
-    the comparison's claims inconclusive otherwise)."""
-    gain = np.asarray(final_pass1, float) - np.asarray(base_pass1, float)
-    return stats.positive_control(gain, name=name)
 
 
 def run_study(config: sequence.SequenceRLConfig, key, num_seeds: int, *, verbose=False):

@@ -24,7 +24,7 @@ FLOPs: the decode's matmuls are a few rows each and run far below the peak, so t
 sits between the two.
 
 Each line says whether the process ran with the command line's malloc tuning
-(:data:`rlvr_lab.cli.MALLOC_TUNABLES`, on for ``rlvr-lab bench`` unless
+(:data:`rlvr_lab.allocator.MALLOC_TUNABLES`, on for ``rlvr-lab bench`` unless
 ``RLVR_LAB_MALLOC_TUNING=0``): the update's 155 MB of temporaries are then reused instead of
 mapped afresh at every call, about 25% of the step.
 """
@@ -40,6 +40,7 @@ from rlvr_lab.benchmarks import Measure, benchmark, best_time
 from rlvr_lab.benchmarks.transformer import matmul_peak
 from rlvr_lab.models import transformer
 from rlvr_lab.train import sequence, sft
+from rlvr_lab import random_streams as streams
 
 PROMPTS, GENERATIONS, NEW_TOKENS = 8, 8, 32
 
@@ -77,14 +78,14 @@ def _phase_seconds(trainer: sequence.Trainer, key: jax.Array, state: sequence.Tr
 
     def rollout():
         return jax.block_until_ready(
-            trainer.sample_batch(sequence.fold_each(keys, 0), state.policy))
+            trainer.sample_batch(streams.each(keys, streams.ROLLOUT), state.policy))
 
     idx, batch = rollout()
     rewards = jnp.asarray(trainer.verify(idx, batch.tokens)[0])
 
     def update():
         return jax.block_until_ready(
-            trainer.update_from_batch(sequence.fold_each(keys, 1), state, batch, rewards))
+            trainer.update_from_batch(streams.each(keys, streams.UPDATE), state, batch, rewards))
 
     update()   # compiled by the step already; a first call settles the allocator
     return best_time(rollout, repeats), best_time(update, repeats)
@@ -132,7 +133,7 @@ def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
 def _malloc_setting() -> str:
     """Whether this process runs with the command line's malloc tuning (``rlvr_lab.cli.
     MALLOC_TUNABLES``: reused, huge-page temporaries), which the step's speed depends on."""
-    from rlvr_lab.cli import MALLOC_TUNABLES
+    from rlvr_lab.allocator import MALLOC_TUNABLES
 
     tunables = os.environ.get("GLIBC_TUNABLES", "")
     tuned = all(f"{k}={v}" in tunables for k, v in MALLOC_TUNABLES.items())

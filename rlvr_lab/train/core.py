@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, TypeVar
+from typing import Any, Callable, NamedTuple, Protocol, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -31,9 +31,16 @@ from jax.typing import ArrayLike
 
 from rlvr_lab import advantages, losses
 
-if TYPE_CHECKING:
-    from rlvr_lab.train.bandit import BanditConfig
-    from rlvr_lab.train.sequence import SequenceRLConfig
+
+
+class EstimatorConfig(Protocol):
+    """What :func:`estimator` reads of a trainer's config (``BanditConfig`` and
+    ``SequenceRLConfig`` both have it); a protocol, so this module, which both trainers build
+    on, imports neither."""
+
+    advantage: Any
+    advantage_options: Any
+    scale_rewards: Any
 
 _P = TypeVar("_P")
 
@@ -59,7 +66,7 @@ class LossOptions(NamedTuple):
     clip_ratio_c: Any = None
 
 
-def estimator(config: BanditConfig | SequenceRLConfig) -> Callable[..., advantages.Advantages]:
+def estimator(config: EstimatorConfig) -> Callable[..., advantages.Advantages]:
     """``fn(rewards, mask=None) -> Advantages`` for ``config.advantage`` (name or callable)."""
     fn = advantages._REGISTRY.resolve(config.advantage)
     options = _ESTIMATOR_READS.get(fn, lambda c: {})(config)

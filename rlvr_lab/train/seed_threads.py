@@ -4,7 +4,7 @@ XLA:CPU runs a decoding loop on one core: each of its steps is a chain of small 
 the runtime does not spread over cores (measured: the ``rl_step_mfu`` rollout takes 28 ms on
 one core and 26-28 ms on two). Independent seeds need not wait for each other, so
 :func:`threaded_seed_map` compiles ``fn`` over a contiguous range of seeds
-(:func:`rlvr_lab.train.sequence.seed_map` with ``seeds=(lo, hi)``) and runs one range per
+(:func:`rlvr_lab.train.seed_axis.seed_map` with ``seeds=(lo, hi)``) and runs one range per
 host thread, up to one per core; each seed runs the same per-seed program as in a single call,
 so the numbers do not depend on the split. A backend other than CPU runs in one call.
 
@@ -30,6 +30,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from rlvr_lab.train.seed_axis import seed_map
 from rlvr_lab.utils import jit_cpu_options
 
 
@@ -81,8 +82,6 @@ def threaded_seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
     outputs are rows (0: concatenated) and which every range returns whole (None: taken from
     the first range).
     """
-    from rlvr_lab.train.sequence import seed_map
-
     first = next(i for i, ax in enumerate(in_axes) if ax == 0)
     ranged = jit_cpu_options(
         lambda lo, hi, rows, *args: seed_map(

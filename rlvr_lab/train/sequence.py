@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,6 +41,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jax.typing import ArrayLike
 
+from rlvr_lab import allocator
 from rlvr_lab import io as _io
 from rlvr_lab import losses, metrics
 from rlvr_lab.envs import tasks
@@ -49,8 +49,10 @@ from rlvr_lab.models import transformer
 from rlvr_lab.train import checkpoint, core, sft
 from rlvr_lab.train import config as C
 from rlvr_lab.train import rollout as rollout_stages
+from rlvr_lab.train.seed_axis import seed_map  # noqa: F401 - part of this module's API
 from rlvr_lab.train.seed_threads import threaded_seed_map
 from rlvr_lab.utils import DECODE_COMPILE
+from rlvr_lab import random_streams as streams
 
 
 ROLLOUT_CORRECTIONS = ("none", "tis", "mis")
@@ -182,42 +184,6 @@ def make_optimizer(config: SequenceRLConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
 
 
-def seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
-             seeds: tuple[int, int] | None = None) -> Callable[..., Any]:
-    """``fn`` over a leading seed axis, one seed after another inside the compiled program
-    (``jax.lax.map``), like ``jax.vmap(fn, in_axes)``: ``in_axes`` entries are 0 (mapped) or
-    None (shared); further positional arguments are shared, keyword arguments are mapped over
-    axis 0; outputs get the seed axis in front. ``seeds=(lo, hi)`` maps only seeds ``lo..hi-1``
-    of the mapped arguments (the same per-seed program; the rest are not read or copied).
-
-    Why not ``vmap``: on XLA:CPU the batched program is slower per seed than the unbatched one
-    -- seed-batched matmuls (``[S, rows, d]`` by per-seed weights) run as small batched dots,
-    and a decoding scan copies its KV cache when batched (measured with 4 seeds of the
-    ``tiny_grpo`` quick step: update 245-271 ms mapped vs 318-333 ms vmapped, rollout 78-99 ms
-    vs 111-146 ms). Each seed runs the unbatched computation, so a one-seed run gives the
-    numbers of seed 0 of a many-seed run up to float rounding.
-    """
-    mapped = [i for i, ax in enumerate(in_axes) if ax == 0]
-    if any(ax not in (0, None) for ax in in_axes):
-        raise ValueError(f"in_axes={tuple(in_axes)!r} is not allowed; entries must be 0 or None")
-
-    def call(*args, **kwargs):
-        def one(xs):
-            seed_args, seed_kwargs = xs
-            full = list(args)
-            for i, a in zip(mapped, seed_args):
-                full[i] = a
-            return fn(*full, **seed_kwargs)
-
-        xs = ([args[i] for i in mapped], kwargs)
-        if seeds is None:
-            return jax.lax.map(one, xs)
-        return jax.lax.map(lambda i: one(jax.tree.map(lambda x: x[i], xs)),
-                           jnp.arange(*seeds))
-
-    return call
-
-
 def _mesh():
     return Mesh(np.array(jax.devices()), ("data",))
 
@@ -233,12 +199,6 @@ def _shard(x, mesh, axis: int):
 @functools.partial(jax.jit, static_argnums=2)
 def _split_step(key: jax.Array, step: ArrayLike, num_seeds: int) -> jax.Array:
     return jax.random.split(jax.random.fold_in(key, step), num_seeds)
-
-
-@jax.jit
-def fold_each(keys: jax.Array, data: ArrayLike) -> jax.Array:
-    """``jax.random.fold_in(k, data)`` for every key of ``keys [S]``, in one compiled call."""
-    return jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, data)
 
 
 # ----------------------------------------------------------------------------- pure pieces
@@ -307,8 +267,8 @@ class SequenceSampler(NamedTuple):
 
     def draw(self, key: jax.Array, batch_size: int, num: int) -> rollout_stages.Rollout:
         # the keys of Trainer's own uniform draw: prompts from fold_in 0, samples from fold_in 1
-        prompts = self.choose(jax.random.fold_in(key, 0), batch_size)
-        return self.sample(jax.random.fold_in(key, 1), prompts, num)
+        prompts = self.choose(streams.stream(key, streams.PROMPTS), batch_size)
+        return self.sample(streams.stream(key, streams.SAMPLES), prompts, num)
 
     def success_probability(self) -> None:
         return None    # unknown for a sampled policy
@@ -461,11 +421,17 @@ class Trainer:
     def __init__(self, config: SequenceRLConfig, base_policy=None, verbose: bool = False,
                  rollout_fn=None):
         """``rollout_fn`` replaces :func:`rollout` (same signature and ``RolloutBatch``), e.g.
-        sampling from a quantised copy of the policy."""
+        sampling from a quantised copy of the policy.
+
+        Building a trainer trains nothing: the SFT base (``base_policy``, or the cached
+        checkpoint of ``config.base``) is loaded, or trained and cached, on first use of
+        :attr:`base_policy` (by :meth:`init` or :func:`run`)."""
+        # the command line's malloc settings, applied in this process (scripts, notebooks)
+        allocator.tune_in_process()
         self.config = config
         base = config.base
-        self.base_policy = base_policy if base_policy is not None else sft.load_or_train(
-            base, verbose=verbose)
+        self._base_policy = base_policy
+        self._verbose = verbose
         heldout = sft.problems(base, "heldout")
         self.eval_problems = heldout[:config.eval_problems]
         seen = {p.prompt for p in heldout}
@@ -492,10 +458,10 @@ class Trainer:
         sample_fn = rollout if rollout_fn is None else rollout_fn
 
         def rollout_one(key, policy, pool_prompts, pool_valid, rows=None):
-            idx = jax.random.choice(jax.random.fold_in(key, 0), pool_prompts.shape[0],
+            idx = jax.random.choice(streams.stream(key, streams.PROMPTS), pool_prompts.shape[0],
                                     (cfg.num_prompts,), replace=False)
-            args = (jax.random.fold_in(key, 1), policy, pool_prompts[idx], pool_valid[idx],
-                    cfg, mesh)
+            args = (streams.stream(key, streams.SAMPLES), policy, pool_prompts[idx],
+                    pool_valid[idx], cfg, mesh)
             return idx, (sample_fn(*args) if rows is None else rollout(*args, rows=rows))
 
         def eval_one(key, policy, prompts, valid, rows=None):
@@ -539,6 +505,19 @@ class Trainer:
         self._init_opt = jax.jit(jax.vmap(opt.init))
 
     # -- pieces
+
+    @property
+    def base_policy(self):
+        """The SFT base: the one given to the constructor, else ``config.base``'s cached
+        checkpoint, trained (and cached) here on first use."""
+        if self._base_policy is None:
+            self._base_policy = sft.load_or_train(self.config.base, verbose=self._verbose)
+        return self._base_policy
+
+    @base_policy.setter
+    def base_policy(self, policy) -> None:
+        self._base_policy = policy
+
     def init_state(self, num_seeds: int) -> TrainState:
         per_seed = lambda tree: jax.tree.map(  # noqa: E731
             lambda x: jnp.broadcast_to(x, (num_seeds,) + jnp.shape(x)), tree)
@@ -596,11 +575,11 @@ class Trainer:
             return self._stage_step(key, state, step)
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
         keys = self.step_keys(key, step, num_seeds)
-        idx, batch = self.sample_batch(fold_each(keys, 0), state.policy)
+        idx, batch = self.sample_batch(streams.each(keys, streams.ROLLOUT), state.policy)
         rewards, correct = self.verify(idx, batch.tokens)
         if self.mesh is not None:
             batch = jax.tree.map(lambda x: _shard(x, self.mesh, 1), batch)
-        state, out = self.update_from_batch(fold_each(keys, 1), state, batch, rewards)
+        state, out = self.update_from_batch(streams.each(keys, streams.UPDATE), state, batch, rewards)
         out = {k: np.asarray(v) for k, v in out.items()}
         g = self.config.num_generations
         out["pass1"] = correct.mean(axis=(1, 2))
@@ -611,11 +590,11 @@ class Trainer:
         """One step through the configured rollout stage (same key schedule as uniform)."""
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
         keys = self.step_keys(key, step, num_seeds)
-        groups, rollout_state = self._stage(fold_each(keys, 0),
+        groups, rollout_state = self._stage(streams.each(keys, streams.ROLLOUT),
                                             state.policy, state.rollout_state,
                                             self.pool_prompts, self.pool_valid)
         batch = jax.vmap(rows_of)(groups)
-        state, out = self.update_from_batch(fold_each(keys, 1),
+        state, out = self.update_from_batch(streams.each(keys, streams.UPDATE),
                                             state.replace(rollout_state=rollout_state), batch,
                                             groups.rewards, group_mask=groups.mask)
         out = {k: np.asarray(v) for k, v in out.items()}
@@ -631,7 +610,7 @@ class Trainer:
     def evaluate(self, key: jax.Array, state: TrainState, step: int) -> np.ndarray:
         """pass@k on the held-out problems, ``[S, eval_samples]`` for k = 1..n."""
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
-        keys = fold_each(self.step_keys(key, step, num_seeds), 2)
+        keys = streams.each(self.step_keys(key, step, num_seeds), streams.EVALUATION)
         tokens = np.asarray(self._eval(keys, state.policy, self.eval_prompts, self.eval_valid))
         n, m = self.config.eval_samples, len(self.eval_problems)
         out = np.zeros((num_seeds, n))

@@ -50,6 +50,7 @@ from rlvr_lab.envs import tasks, tokenizer
 from rlvr_lab.models import transformer
 from rlvr_lab.train import checkpoint
 from rlvr_lab.train import config as C
+from rlvr_lab import random_streams as streams
 
 FORMAT_VERSION = 2  # bump when the training code changes what a config produces
 
@@ -177,7 +178,7 @@ def train(config: SFTConfig) -> tuple[transformer.Policy, jax.Array]:
     """Train from scratch; returns ``(policy, losses [steps])`` (deterministic)."""
     data = jax.tree.map(jnp.asarray, encode(config, problems(config, "train")))
     key = jax.random.key(config.seed)
-    policy = transformer.init(jax.random.fold_in(key, 0), config.model_config())
+    policy = transformer.init(streams.stream(key, "init"), config.model_config())
     opt = make_optimizer(config)
     n = data.prompts.shape[0]
 
@@ -196,7 +197,7 @@ def train(config: SFTConfig) -> tuple[transformer.Policy, jax.Array]:
         (policy, _), losses = jax.lax.scan(step, (policy, opt.init(policy)), keys)
         return policy, losses
 
-    return run(policy, jax.random.fold_in(key, 1))
+    return run(policy, streams.stream(key, "sft-steps"))
 
 
 def checkpoint_path(config: SFTConfig) -> Path:

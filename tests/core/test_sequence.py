@@ -325,15 +325,45 @@ def test_seed_map_equals_a_loop_over_seeds():
 
 
 def test_compiled_key_schedule_matches_the_eager_one():
-    """``fold_each`` / ``Trainer.step_keys`` (compiled) give the keys of the eager schedule
-    ``split(fold_in(key, step), S)`` then ``fold_in(k, stream)``."""
-    from rlvr_lab.train.sequence import _split_step, fold_each
+    """``random_streams.each`` / ``Trainer.step_keys`` (compiled) give the keys of the eager
+    schedule ``split(fold_in(key, step), S)`` then ``fold_in(k, salt(name))``, where the salt
+    is CRC-32 of the name shifted right by one (computed here with zlib directly)."""
+    import zlib
+
+    from rlvr_lab import random_streams
+    from rlvr_lab.train.sequence import _split_step
 
     key = jax.random.key(11)
     for step in (0, 7):
         eager = jax.random.split(jax.random.fold_in(key, step), 3)
         np.testing.assert_array_equal(jax.random.key_data(_split_step(key, step, 3)),
                                       jax.random.key_data(eager))
-        for stream in (0, 1, 2):
-            want = jnp.stack([jax.random.key_data(jax.random.fold_in(k, stream)) for k in eager])
-            np.testing.assert_array_equal(jax.random.key_data(fold_each(eager, stream)), want)
+        for name in ("rollout", "update", "evaluation"):
+            salt = zlib.crc32(name.encode()) >> 1
+            want = jnp.stack([jax.random.key_data(jax.random.fold_in(k, salt)) for k in eager])
+            np.testing.assert_array_equal(
+                jax.random.key_data(random_streams.each(eager, name)), want)
+    # distinct names are distinct streams; a bad name is a one-line error
+    assert len({random_streams.salt(n) for n in ("rollout", "update", "evaluation",
+                                                 "prompts", "samples")}) == 5
+    with pytest.raises(ValueError, match="stream name=3 is not allowed"):
+        random_streams.salt(3)
+
+
+def test_building_a_trainer_trains_nothing_until_the_base_is_used(monkeypatch):
+    """The SFT base is loaded (or trained) on first use of ``base_policy``, not by the
+    constructor; a base given to the constructor is used as is."""
+    calls = []
+    real = sft.load_or_train
+
+    def counting(base, **kw):
+        calls.append(base)
+        return real(base, **kw)
+
+    monkeypatch.setattr(sft, "load_or_train", counting)
+    trainer = sequence.Trainer(RL)
+    assert calls == []
+    policy = trainer.base_policy
+    assert calls == [RL.base] and trainer.base_policy is policy   # once, then kept
+    given = sequence.Trainer(RL, base_policy=policy)
+    assert given.base_policy is policy and len(calls) == 1

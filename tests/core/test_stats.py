@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 from scipy import stats as sst
 
 from rlvr_lab import stats
-from rlvr_lab.experiments import claim
 
 seeds = st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=12)
 
@@ -24,10 +23,8 @@ def test_mean_interval_matches_scipy():
 def test_degenerate_inputs_are_finite_or_undecided():
     one = stats.mean_interval([0.4])
     assert one.mean == 0.4 and one.low == -math.inf and one.high == math.inf
-    assert not stats.positive_control([0.4]).passed
     same = stats.mean_interval([0.2, 0.2, 0.2])
     assert same.low == pytest.approx(0.2) and same.high == pytest.approx(0.2)
-    assert stats.positive_control([0.2, 0.2, 0.2]).passed
     nan = stats.mean_interval([0.1, float("nan")])
     assert nan.low == -math.inf
     eq = stats.equivalence([1.0, 1.0], [1.0, 1.0], margin=0.1)
@@ -84,18 +81,6 @@ def test_wider_margin_never_hurts(x, margin):
     assert (not narrow.equivalent) or wide.equivalent
 
 
-def test_gate_makes_comparisons_inconclusive_and_names_the_control():
-    claims = [claim("a", "s", 0.1, True, "c"), claim("b", "s", 0.1, False, "c"),
-              claim("c", "s", 0.1, None, "c")]
-    failed = stats.positive_control([0.01, -0.02, 0.03, 0.0])
-    out = stats.gate(claims, failed)
-    assert [c.verdict for c in out] == ["inconclusive", "inconclusive", "not evaluated"]
-    assert "positive control" in out[0].reason and "would give pass" in out[0].reason
-    ok = stats.positive_control([0.2, 0.25, 0.18, 0.22], min_gain=0.1)
-    assert ok.passed and [c.verdict for c in stats.gate(claims, ok)] == [
-        "pass", "fail", "not evaluated"]
-
-
 @pytest.mark.parametrize("bad", [{"level": 1.0}, {"level": True}, {"margin": 0.0},
                                  {"margin": float("inf")}])
 def test_bad_options_are_one_line_errors(bad):
@@ -104,15 +89,3 @@ def test_bad_options_are_one_line_errors(bad):
         stats.equivalence([1.0, 2.0], [1.0, 2.0], **kw)
     with pytest.raises(ValueError, match="per seed"):
         stats.paired_difference([1.0, 2.0], [1.0])
-
-
-@pytest.mark.parametrize("low, high, below, want", [
-    (0.1, 0.5, False, (True, None)), (-0.5, -0.1, False, (False, None)),
-    (-0.1, 0.5, False, (None, "inconclusive")), (-0.5, -0.1, True, (True, None)),
-    (0.1, 0.5, True, (False, None)), (-0.1, 0.1, True, (None, "inconclusive")),
-])
-def test_decide_sign(low, high, below, want):
-    iv = stats.Interval((low + high) / 2, low, high, n=4)
-    passed, verdict, note = stats.decide_sign(iv, claimed_below=below)
-    assert (passed, verdict) == want
-    assert ("more seeds would decide" in note) == (verdict == "inconclusive")

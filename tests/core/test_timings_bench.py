@@ -120,3 +120,28 @@ def test_rl_step_bench_config_and_flops():
     assert 0.7e6 < p < 0.9e6
     assert rl_step.step_flops(cfg) == pytest.approx(64 * (2 * p * 32 + 6 * p * 40))
     assert rl_step.phase_flops(cfg) == pytest.approx((64 * 2 * p * 32, 64 * 6 * p * 40))
+
+
+def test_a_broken_pool_reruns_its_unfinished_experiments_once(tmp_path, monkeypatch, capsys):
+    """A worker that dies breaks the pool: the experiments it had not finished run once more
+    in a fresh pool (finished ones are kept); a second break records them as failed."""
+    from tqdm import tqdm
+
+    calls = []
+
+    def one_break(order, bases, jobs, quick, out, force, bar, done, *, last_attempt):
+        calls.append((list(order), last_attempt))
+        if len(calls) == 1:                      # "a" finished, then the pool broke
+            done["a"] = "result a"
+            return [n for n in order if n != "a"]
+        for n in order:
+            done[n] = f"result {n}"
+        return []
+
+    monkeypatch.setattr(experiments, "missing_bases", lambda *a, **k: [])
+    monkeypatch.setattr(experiments, "_pool_pass", one_break)
+    with tqdm(total=3, disable=True) as bar:
+        out = experiments._run_parallel(["a", "b", "c"], 2, True, tmp_path, False, bar)
+    assert out == ["result a", "result b", "result c"]
+    assert [c[1] for c in calls] == [False, True] and sorted(calls[1][0]) == ["b", "c"]
+    assert "rerunning 2 unfinished" in capsys.readouterr().err

@@ -69,14 +69,14 @@ class TrainingStudy:
             num_prompts=self.num_prompts, vocab_size=self.vocab_size,
             num_correct=self.num_correct, difficulty_a=self.difficulty[0],
             difficulty_b=self.difficulty[1], min_p0=self.min_p0, logit_scale=self.logit_scale)
-        base = bandit.BanditConfig(bank=bank, batch_size=self.num_prompts,
+        base = bandit.BanditConfig(bank=bank, num_prompts=self.num_prompts,
                                    learning_rate=self.learning_rate, eval_ks=(1, 16))
         s1, s2 = self.phase1_steps, self.phase2_steps
         return {
-            "phase1": base.replace(num_steps=s1, num_generations=self.n_small),
-            "small": base.replace(num_steps=s1 + max(s2, self.ratio * self.budget),
+            "phase1": base.replace(steps=s1, num_generations=self.n_small),
+            "small": base.replace(steps=s1 + max(s2, self.ratio * self.budget),
                                   num_generations=self.n_small),
-            "large": base.replace(num_steps=s1 + s2, num_generations=self.n_large,
+            "large": base.replace(steps=s1 + s2, num_generations=self.n_large,
                                   rollout=SCHEDULE_STAGE,
                                   rollout_options=(("n_small", self.n_small),
                                                    ("switch_step", s1))),

@@ -193,7 +193,7 @@ QUICK = StudySettings(num_prompts=64, batch_size=16, num_steps=40)
 
 def study_arms(s: StudySettings, bank_name: str, quick: bool):
     base = bandit.BanditConfig(bank=bank_config(bank_name, s.num_prompts),
-                               num_steps=s.num_steps, batch_size=s.batch_size,
+                               steps=s.num_steps, num_prompts=s.batch_size,
                                num_generations=GROUP, optimizer="sgd",
                                learning_rate=s.learning_rate, eval_ks=(1, 8))
 

@@ -24,6 +24,7 @@ from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
 from rlvr_lab.papers.dars.theory import expected_cumulative_advantage_dars
 from rlvr_lab.train import bandit
+from rlvr_lab import random_streams as streams
 
 # the paper's numbers (docs/papers.md), Qwen2.5-Math-1.5B, Avg@128 / Pass@128 (percent)
 PAPER_NUMBERS = {"GRPO": (49.6, 79.6), "DARS-ET": (50.0, 81.2), "DARS-ET-B": (52.5, 80.8),
@@ -138,7 +139,7 @@ QUICK_METHODS = ("GRPO N=8", "GRPO N=32", "DARS-ET", "DARS-HW", "DARS-HW +B")
 def method_configs(s: StudySettings, methods=METHODS) -> dict[str, bandit.BanditConfig]:
     """BanditConfig per method; DARS's advantage ``r - mean`` (no std) for every method."""
     base = bandit.BanditConfig(
-        bank=s.bank(), num_steps=s.num_steps, batch_size=s.batch_size,
+        bank=s.bank(), steps=s.num_steps, num_prompts=s.batch_size,
         num_generations=N_STAGE1, advantage="grpo", scale_rewards="none",
         loss_agg_mode="token-mean", num_minibatches=s.num_minibatches, num_iterations=1,
         learning_rate=s.learning_rate, eval_ks=(1, 8, 32, 128))
@@ -155,7 +156,7 @@ def method_configs(s: StudySettings, methods=METHODS) -> dict[str, bandit.Bandit
         depth_name = name.removesuffix(" +B")
         cfg = depth[depth_name]
         if name.endswith(" +B"):
-            cfg = cfg.replace(batch_size=s.breadth_batch_size, num_minibatches=1,
+            cfg = cfg.replace(num_prompts=s.breadth_batch_size, num_minibatches=1,
                               num_iterations=s.breadth_iterations)
         out[name] = cfg
     return out
@@ -195,7 +196,7 @@ def run_study(key, s: StudySettings, num_seeds: int, methods=METHODS) -> dict:
         m["cum_rollouts"] = np.cumsum(spent, axis=1) - spent
         curves.append(bandit.metrics_frame(m, method=name))
         bank = prompt_bank.make_bank(cfg.bank)
-        fin = final_evaluation(jax.random.fold_in(key, 1000 + i), states.logits, bank, s.ks,
+        fin = final_evaluation(streams.stream(key, "final-evaluation", i), states.logits, bank, s.ks,
                                s.eval_samples)
         fin["cum_rollouts"] = spent.sum(axis=1)
         for metric, vals in fin.items():

@@ -25,6 +25,7 @@ from rlvr_lab.models import transformer
 from rlvr_lab.papers.fp8 import mismatch, quant
 from rlvr_lab.train import sequence, sft
 from rlvr_lab.utils import jit_cpu_options
+from rlvr_lab import random_streams as streams
 
 COARSE = "e2m1"
 MARGIN = 0.05            # non-inferiority margin, absolute held-out pass@1
@@ -143,7 +144,7 @@ def mismatch_table(key, table: TableConfig = QUICK_TABLE, *, policy=None,
         enc = sft.encode(base, sft.problems(base, "heldout"))
         prompts = jnp.tile(jnp.asarray(enc.prompts), (table.samples, 1))
         valid = jnp.tile(jnp.asarray(enc.prompt_valid), (table.samples, 1))
-        tokens, mask = _prefixes(jax.random.fold_in(key, 0), policy, prompts, valid,
+        tokens, mask = _prefixes(streams.stream(key, "prefixes"), policy, prompts, valid,
                                  max_new_tokens=base.max_new_tokens)
     else:
         prompts, valid, tokens, mask = prefixes
@@ -152,7 +153,7 @@ def mismatch_table(key, table: TableConfig = QUICK_TABLE, *, policy=None,
                         for b in ACT_BLOCKS) for fmt in table.act_formats}
     for magnitude in table.magnitudes:
         for placement in range(table.placements if magnitude > 1 else 1):
-            channels = outlier_channels(jax.random.fold_in(key, 1 + placement),
+            channels = outlier_channels(streams.stream(key, "outlier-placement", placement),
                                         policy.config.d_model)
             common = dict(magnitude=float(magnitude), placement=placement)
             # weight outliers: kernel rows x m (factor 1/m on the LayerNorm outputs)

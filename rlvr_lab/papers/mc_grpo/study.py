@@ -27,6 +27,7 @@ from rlvr_lab.papers.mc_grpo import small
 from rlvr_lab.papers.mc_grpo.closure import gap_closure
 from rlvr_lab.train import bases, rollout, sequence
 from rlvr_lab.train.bandit import BanditConfig, metrics_frame, train_seeds
+from rlvr_lab import random_streams as streams
 
 GROUP_SIZES = (2, 3, 4, 6, 8, 12, 16)
 PAPER_LAW = ((0.0, 1.5, 2.0), (0.3, 0.2, 0.5))  # the repo's format (1.5) + correctness (2) levels
@@ -118,7 +119,7 @@ def format_bank(**changes) -> PromptBankConfig:
 def study_base(quick: bool, bank: PromptBankConfig | None = None) -> BanditConfig:
     """Shared trainer settings: 2 PPO epochs per generation (as the paper), Adam, no KL."""
     return BanditConfig(bank=format_bank() if bank is None else bank,
-                        num_steps=30 if quick else 100, batch_size=32, num_generations=2,
+                        steps=30 if quick else 100, num_prompts=32, num_generations=2,
                         num_iterations=2, num_minibatches=1, learning_rate=0.05,
                         loss_agg_mode="token-mean", eval_ks=(1,))
 
@@ -231,7 +232,7 @@ def first_step_table(key, bank_config, g: int = 4, scales=STUDY_SCALES,
     rows = []
     for i, (opt_name, (opt, lr)) in enumerate(PITFALL_OPTIMIZERS.items()):
         for j, scale in enumerate(scales):
-            out = first_step_stats(jax.random.fold_in(key, 10 * i + j), bank_config, g, scale,
+            out = first_step_stats(streams.stream(streams.stream(key, "first-step", i), "group-size", j), bank_config, g, scale,
                                    opt, lr, num_batches=num_batches)
             for b in range(num_batches):
                 rows.append(dict(optimizer=opt_name, scale=scale, batch=b,
@@ -241,7 +242,7 @@ def first_step_table(key, bank_config, g: int = 4, scales=STUDY_SCALES,
 
 def pitfall_configs(quick: bool) -> dict[str, BanditConfig]:
     """MC-GRPO on binary rewards, G+1=5: scales x optimizers x (ratio clip | none | grad clip)."""
-    base = BanditConfig(bank=binary_bank(), num_steps=20 if quick else 60, batch_size=32,
+    base = BanditConfig(bank=binary_bank(), steps=20 if quick else 60, num_prompts=32,
                         num_generations=5, advantage="mc_grpo", num_iterations=2,
                         num_minibatches=1, optimizer="sgd", learning_rate=1.0,
                         loss_agg_mode="token-mean", eval_ks=(1, 8))

@@ -41,6 +41,7 @@ from rlvr_lab.models import transformer
 from rlvr_lab.models.transformer import EOS_ID, PAD_ID
 from rlvr_lab.papers.roll import scheduler as S
 from rlvr_lab.train import sequence
+from rlvr_lab import random_streams as streams
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,7 +175,7 @@ def decode_chunk(keys: jax.Array, policy: transformer.Policy, state: DecodeState
 def _candidates(keys, n_pool: int, n_run: int):
     """``n_run`` distinct problems per seed (the draw of :class:`sequence.Trainer` when
     ``n_run == num_prompts``)."""
-    return jax.vmap(lambda k: jax.random.choice(jax.random.fold_in(k, 0), n_pool, (n_run,),
+    return jax.vmap(lambda k: jax.random.choice(streams.stream(k, streams.PROMPTS), n_pool, (n_run,),
                                                 replace=False))(keys)
 
 
@@ -244,7 +245,7 @@ class Driver:
         rows = jnp.asarray(np.repeat(cands, G, axis=1))                  # [S, R*G], g*G + j
         prompts, valid = self.trainer.pool_prompts[rows], self.trainer.pool_valid[rows]
         state = _prefill(policy, prompts, valid, max_new_tokens=N)
-        sample_keys = sequence.fold_each(key, 1)
+        sample_keys = streams.each(key, streams.SAMPLES)
         scheds = [S.Scheduler(R, G, B, order=cfg.order, abort=abort) for _ in range(n_seeds)]
         for sch in scheds:
             sch.start(np.arange(R), 0)
@@ -334,7 +335,7 @@ class Driver:
     def rollout_keys(self, key: jax.Array, step: int, num_seeds: int) -> jax.Array:
         """The step's rollout keys ``[S]`` (those of :class:`sequence.Trainer`)."""
         keys = self.trainer.step_keys(key, step, num_seeds)
-        return sequence.fold_each(keys, 0)
+        return streams.each(keys, streams.ROLLOUT)
 
     def learn(self, key: jax.Array, state: sequence.TrainState, step: int, rounds: list[Round]
               ) -> tuple[sequence.TrainState, dict[str, np.ndarray]]:
@@ -342,7 +343,7 @@ class Driver:
         n_seeds = len(rounds)
         step_keys = self.trainer.step_keys(key, step, n_seeds)
         batch, rewards, group_mask, correct = self.batch_arrays(rounds)
-        upd = sequence.fold_each(step_keys, 1)
+        upd = streams.each(step_keys, streams.UPDATE)
         state, metrics = sequence.mapped_update(upd, state, self.trainer.base_policy, batch,
                                                 jnp.asarray(rewards), self.config.rl,
                                                 group_mask=jnp.asarray(group_mask))

@@ -46,6 +46,7 @@ from jax.sharding import PartitionSpec as P
 from rlvr_lab import losses
 from rlvr_lab.models import transformer
 from rlvr_lab.train import core, sequence
+from rlvr_lab import random_streams as streams
 
 STAGES = ("generation", "scoring", "update")
 
@@ -163,9 +164,9 @@ def update_scored(key: jax.Array, state: sequence.TrainState, batch: sequence.Ro
 @functools.partial(jax.jit, static_argnames=("config", "mesh"))
 def _generate(keys, policy, pool_prompts, pool_valid, *, config, mesh):
     def one(key, policy):
-        idx = jax.random.choice(jax.random.fold_in(key, 0), pool_prompts.shape[0],
+        idx = jax.random.choice(streams.stream(key, streams.PROMPTS), pool_prompts.shape[0],
                                 (config.num_prompts,), replace=False)
-        return idx, sequence.rollout(jax.random.fold_in(key, 1), policy, pool_prompts[idx],
+        return idx, sequence.rollout(streams.stream(key, streams.SAMPLES), policy, pool_prompts[idx],
                                      pool_valid[idx], config, mesh)
     return jax.vmap(one)(keys, policy)
 
@@ -225,14 +226,14 @@ class MappedTrainer:
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
         keys = self.trainer.step_keys(key, step, num_seeds)
         gen_policy = _replicated(state.policy, m["generation"])   # the parameter transfer
-        idx, batch = _generate(sequence.fold_each(keys, 0),
+        idx, batch = _generate(streams.each(keys, streams.ROLLOUT),
                                gen_policy, *self.gen_pool, config=cfg, mesh=m["generation"])
         rewards, correct = self.trainer.verify(idx, batch.tokens)
         scored = _rows(batch, m["scoring"])
         old_logp, ref_logp = _score(_replicated(state.policy, m["scoring"]), self.ref, scored,
                                     config=cfg)
         upd = _rows((batch, old_logp, ref_logp), m["update"])
-        state, out = _update(sequence.fold_each(keys, 1), state,
+        state, out = _update(streams.each(keys, streams.UPDATE), state,
                              *upd[:1], jnp.asarray(rewards), *upd[1:], cfg)
         out = {k: np.asarray(v) for k, v in out.items()}
         out["pass1"] = correct.mean(axis=(1, 2))

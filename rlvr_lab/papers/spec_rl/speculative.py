@@ -68,6 +68,7 @@ from jax.typing import ArrayLike
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
 from rlvr_lab.train import sequence
+from rlvr_lab import random_streams as streams
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -171,8 +172,8 @@ def propose(key: jax.Array, policy: transformer.Policy, prompts: ArrayLike,
     """
     new_logp, entropy = transformer.score(policy, prompts, prompt_valid, cached.tokens,
                                           temperature=temperature, with_entropy=True)
-    u = jax.random.uniform(jax.random.fold_in(key, 0), cached.tokens.shape)
-    u_row = jax.random.uniform(jax.random.fold_in(key, 1), cached.tokens.shape[:1])
+    u = jax.random.uniform(streams.stream(key, "token-acceptance"), cached.tokens.shape)
+    u_row = jax.random.uniform(streams.stream(key, "row-acceptance"), cached.tokens.shape[:1])
     cut = jnp.where(random_cut, random_cut_positions(u_row, cached.mask),
                     first_rejection(u, new_logp, cached.logp, cached.mask, log_lenience))
     cut = jnp.where(cached.filled, cut, 0)
@@ -268,10 +269,10 @@ def speculative_rollout(key: jax.Array, policy: transformer.Policy, prompts: jax
     """One speculative rollout of ``[R]`` rows (host convenience around :func:`propose` and
     :func:`complete`; it reads the number of rows to regenerate to size the decode batch)."""
     log_l, rnd = lenience_params(lenience)
-    prop = _propose_jit(jax.random.fold_in(key, 0), policy, prompts, prompt_valid, cached,
+    prop = _propose_jit(streams.stream(key, "propose"), policy, prompts, prompt_valid, cached,
                         log_l, rnd, temperature=temperature)
     rows = rows_bucket(int((~prop.full).sum()), prompts.shape[0])
-    return _complete_jit(jax.random.fold_in(key, 1), policy, prompts, prompt_valid, cached, prop,
+    return _complete_jit(streams.stream(key, "complete"), policy, prompts, prompt_valid, cached, prop,
                          rows=rows, temperature=temperature, top_p=top_p)
 
 
@@ -440,7 +441,7 @@ class SpecDriver:
         """
         clock = _Clock()
         prompts, valid = self.prompts[idx], self.valid[idx]
-        k_fresh = sequence.fold_each(keys, 0)
+        k_fresh = streams.each(keys, streams.ROLLOUT)
         if lenience == VANILLA or epoch == 0:
             self._untimed_once("fresh", self._fresh, k_fresh, state.policy, prompts, valid)
             with clock:
@@ -452,7 +453,7 @@ class SpecDriver:
                               jnp.zeros(shape, bool))
             return out, clock.totals
         log_l, rnd = lenience_params(lenience)
-        k_acc = sequence.fold_each(keys, 3)
+        k_acc = streams.each(keys, "speculative-acceptance")
         args = (k_acc, state.policy, prompts, valid, cache, idx, log_l, rnd)
         self._untimed_once("verify", self._verify, *args)
         with clock:
@@ -494,7 +495,7 @@ class SpecDriver:
             cache = self._store(cache, idx, spec.batch.tokens, spec.batch.mask, spec.cache_logp)
             pool_idx = np.broadcast_to(np.asarray(idx), (num_seeds, b))
             rewards, correct = tr.verify(pool_idx, spec.batch.tokens)
-            k_upd = sequence.fold_each(keys, 1)
+            k_upd = streams.each(keys, streams.UPDATE)
             state, metrics = tr.update_from_batch(k_upd, state, spec.batch, rewards)
             record = {
                 "epoch": np.full(num_seeds, epoch),
@@ -526,7 +527,7 @@ class SpecDriver:
         reused, possibly stale responses instead)."""
         cfg, tr = self.config, self.trainer
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
-        keys = sequence.fold_each(tr.step_keys(key, cfg.steps, num_seeds), 4)
+        keys = streams.each(tr.step_keys(key, cfg.steps, num_seeds), "train-prompt-evaluation")
         tokens = np.asarray(tr._eval(keys, state.policy, *self._train_eval))
         k, reps = len(self.problems), self._train_reps
         return np.array([tasks.score_completions(self.problems, row[:reps * k].reshape(

@@ -67,6 +67,7 @@ from rlvr_lab import losses
 from rlvr_lab.models import transformer
 from rlvr_lab.models.transformer import PAD_ID
 from rlvr_lab.train import sequence
+from rlvr_lab import random_streams as streams
 
 UNSET = -1  # version of a column that holds no kept token
 
@@ -214,7 +215,7 @@ def batch_arrays(groups: list, version: int) -> dict:
 def _candidates(keys, n_pool: int, n_run: int):
     """Fresh problems per seed ``[S, n_run]``: the draw of :class:`sequence.Trainer` when
     ``n_run == num_prompts``."""
-    return jax.vmap(lambda k: jax.random.choice(jax.random.fold_in(k, 0), n_pool, (n_run,),
+    return jax.vmap(lambda k: jax.random.choice(streams.stream(k, streams.PROMPTS), n_pool, (n_run,),
                                                 replace=False))(keys)
 
 
@@ -223,7 +224,7 @@ def _sample(keys, policy, pool_prompts, pool_valid, rows, prefix, prefix_len, te
             max_new_tokens: int, top_p: float):
     """Every running response sampled to the end with its kept prefix forced ``[S, R*G, N]``."""
     def one(key, pol, rows, prefix, prefix_len):
-        return transformer.sample(jax.random.fold_in(key, 1), pol, pool_prompts[rows],
+        return transformer.sample(streams.stream(key, streams.SAMPLES), pol, pool_prompts[rows],
                                   pool_valid[rows], max_new_tokens=max_new_tokens,
                                   temperature=temperature, top_p=top_p, prefix=prefix,
                                   prefix_len=prefix_len)
@@ -283,7 +284,7 @@ class Driver:
                 step: int) -> list:
         """The APRIL round of every seed (no update): a :class:`Round` per seed.
 
-        ``key`` is the step's rollout key (``fold_in(step_key, 0)`` per seed, ``[S]``).
+        ``key`` is the step's rollout key (``random_streams.each(step_keys, ROLLOUT)``, ``[S]``).
         """
         cfg = self.config.rl
         tr = self.trainer
@@ -315,7 +316,7 @@ class Driver:
         tr = self.trainer
         num_seeds, g, n = len(buffers), cfg.num_generations, cfg.base.max_new_tokens
         step_keys = tr.step_keys(key, step, num_seeds)
-        rounds = self.rollout(sequence.fold_each(step_keys, 0),
+        rounds = self.rollout(streams.each(step_keys, streams.ROLLOUT),
                               state.policy, buffers, step)
         batches = [[r.after[i] for i in r.batch] for r in rounds]
         buffers = [r.buffer for r in rounds]
@@ -333,7 +334,7 @@ class Driver:
             behav_logp=jnp.asarray(stack("behav_logp")), entropy=jnp.asarray(stack("entropy")),
             stale=jnp.asarray(stack("stale")))
         rewards, correct = tr.verify(idx, rollout.tokens)
-        upd_keys = sequence.fold_each(step_keys, 1)
+        upd_keys = streams.each(step_keys, streams.UPDATE)
         state, metrics = sequence.mapped_update(upd_keys, state, tr.base_policy, rollout,
                                                 jnp.asarray(rewards), cfg)
         metrics = {k: np.asarray(v) for k, v in metrics.items()}

@@ -322,7 +322,7 @@ def simulated_staleness(quick: bool) -> tuple[np.ndarray, pd.DataFrame]:
 
 def learning_config(quick: bool) -> learning.StaleConfig:
     bank = PromptBankConfig(num_prompts=64, vocab_size=16, difficulty_a=1.0, difficulty_b=3.0)
-    base = BanditConfig(bank=bank, num_steps=100, batch_size=32,
+    base = BanditConfig(bank=bank, steps=100, num_prompts=32,
                         num_generations=8, num_iterations=1, num_minibatches=4,
                         learning_rate=0.05, eval_ks=(1,))
     return learning.StaleConfig(base, "decoupled", RING)

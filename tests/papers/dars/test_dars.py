@@ -249,7 +249,7 @@ def test_dars_rollout_masks_and_budget(schedule, n_max):
 
 def test_dars_stage_in_trainer_budget():
     bank_cfg, _ = _small_bank()
-    cfg = bandit.BanditConfig(bank=bank_cfg, num_steps=4, batch_size=8, num_generations=8,
+    cfg = bandit.BanditConfig(bank=bank_cfg, steps=4, num_prompts=8, num_generations=8,
                               rollout="dars", rollout_options=(("schedule", "hw"),
                                                                ("n_max", 64)),
                               scale_rewards="none", num_minibatches=2, eval_ks=(1,))
@@ -269,7 +269,7 @@ def test_dars_stage_bad_options():
     with pytest.raises(ValueError, match="schedule='deep'"):
         dars_stage.check_options(8, schedule="deep")
     bank_cfg, _ = _small_bank()
-    cfg = bandit.BanditConfig(bank=bank_cfg, num_steps=2, batch_size=4, rollout="dars",
+    cfg = bandit.BanditConfig(bank=bank_cfg, steps=2, num_prompts=4, rollout="dars",
                               rollout_options=(("n_max", 4),))
     with pytest.raises(ValueError, match="n_max=4"):
         bandit.make_train(cfg)(jax.random.key(0))

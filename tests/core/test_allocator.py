@@ -1,0 +1,50 @@
+"""In-process malloc tuning: which mallopt calls are made, the opt-out, and the one-line note
+when the settings cannot apply (a fake libc records the calls; nothing real is changed)."""
+import pytest
+
+from rlvr_lab import allocator
+
+
+class FakeLibc:
+    def __init__(self, accept=True, refuse=()):
+        self.calls, self.accept, self.refuse = [], accept, set(refuse)
+
+    def mallopt(self, param, value):
+        self.calls.append((param, value))
+        return 1 if self.accept and param not in self.refuse else 0
+
+
+def test_applies_every_mallopt_setting_of_the_tunables():
+    libc = FakeLibc()
+    assert allocator.tune_in_process(libc=libc, environ={}) == "tuned"
+    # glibc's malloc.h numbers: M_ARENA_MAX=-8, M_MMAP_MAX=-4, M_TRIM_THRESHOLD=-1
+    assert libc.calls == [(-8, 1), (-4, 0), (-1, 1 << 30)]
+    # the same values as the GLIBC_TUNABLES the command line sets
+    tun = allocator.MALLOC_TUNABLES
+    assert (tun["glibc.malloc.arena_max"], tun["glibc.malloc.mmap_max"],
+            tun["glibc.malloc.trim_threshold"]) == ("1", "0", str(1 << 30))
+
+
+def test_opt_out_partial_refusal_and_already_tuned(capsys):
+    libc = FakeLibc()
+    assert allocator.tune_in_process(libc=libc, environ={"RLVR_LAB_MALLOC": "0"}).startswith("off")
+    assert libc.calls == []
+    part = FakeLibc(refuse={-8})
+    assert allocator.tune_in_process(libc=part, environ={}) == "tuned except arena_max"
+    env = {"GLIBC_TUNABLES": ":".join(f"{k}={v}" for k, v in allocator.MALLOC_TUNABLES.items())}
+    assert allocator.tune_in_process(libc=FakeLibc(), environ=env).startswith("already")
+    refused = allocator.tune_in_process(libc=FakeLibc(accept=False), environ={})
+    assert refused.startswith("not applied")
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "RLVR_LAB_MALLOC=0" in out[0]
+
+
+def test_bad_opt_out_value_is_a_one_line_error():
+    with pytest.raises(ValueError, match=r"RLVR_LAB_MALLOC='yes' is not allowed; use 1"):
+        allocator.tune_in_process(libc=FakeLibc(), environ={"RLVR_LAB_MALLOC": "yes"})
+
+
+def test_this_process_gets_a_definite_answer():
+    # on this machine (glibc or not) the call returns one of the documented outcomes
+    got = allocator.tune_in_process()
+    assert got.split(" ")[0] in ("tuned", "off", "already", "not")
