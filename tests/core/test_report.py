@@ -109,15 +109,22 @@ def test_rounding_block_in_the_readme(tmp_path):
     assert text.startswith("x\n") and text.endswith("y\n")
 
 
-def test_committed_readme_matches_the_committed_rounding_run():
+def test_rounding_block_lives_in_the_reproducibility_page():
+    page = (report.ROOT / report.ROUNDING_DOC).read_text()
+    assert report.ROUNDING_START in page and report.ROUNDING_END in page
+    assert report.ROUNDING_START not in (report.ROOT / "README.md").read_text()
+
+
+def test_committed_page_matches_the_committed_rounding_run():
     csv, other = (report.ROOT / "figures" / "claims.csv", report.ROOT / report.ROUNDING_CSV)
     if not (csv.is_file() and other.is_file()):
         pytest.skip("no committed rounding run")
-    text = (report.ROOT / "README.md").read_text()
+    text = (report.ROOT / report.ROUNDING_DOC).read_text()
     block = report.rounding_table(pd.read_csv(csv), pd.read_csv(other))
     assert bibliography.replace_block(text, block, report.ROUNDING_START,
                                       report.ROUNDING_END) == text, (
-        "README rounding table is stale: run `python -m rlvr_lab.report --rounding`")
+        "docs/reproducibility.md rounding table is stale: run "
+        "`python -m rlvr_lab.report --rounding`")
 
 
 def test_stable_column_and_pass_fail_flips():
