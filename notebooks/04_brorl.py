@@ -15,6 +15,11 @@
 
 # %% [markdown]
 # # BroRL — broadened exploration
+#
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
 # Mass balance, rollout-size sweep, reviving a saturated run.
 #
 # BroRL (no public code) argues that increasing the number of rollouts per prompt N to
@@ -31,12 +36,12 @@
 # (`docs/claims.md`). Below, the same engine calls are made on this notebook's runs and their
 # rows are shown: claim, verdict, estimate, ci_low, ci_high, threshold, n_seeds, n_bases.
 #
-# The outputs below are from quick mode (`RLVR_LAB_QUICK=1`, about a minute); the committed
+# The outputs below are from quick mode (the default); the committed
 # figures of the full run come from `rlvr-lab run brorl_mass_balance` and `... brorl_training`.
 
 # %%
 from rlvr_lab.io import quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 
 import functools
 import jax

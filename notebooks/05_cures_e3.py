@@ -16,6 +16,11 @@
 # %% [markdown]
 # # CurES and E3: which prompts, and how many rollouts each
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # *Papers:* **CurES** ("From Gradient Analysis to Efficient Curriculum Learning for Reasoning
 # LLMs", code `ZexuSun/CurES`) and **E3** (dynamic rollout budgets and entropy-targeting
 # temperature, code `LiaoMengqi/E3-RL4LLMs`).
@@ -26,11 +31,11 @@
 # gradient arguments can be checked directly. Every figure comes from the functions behind
 # `rlvr-lab run cures_theory / cures_study / e3_temperature` (`simulations/cures.py`,
 # `simulations/e3.py`); section 6 moves to the tiny transformer (`cures_small`, `e3_small`).
-# The outputs below are from quick mode (`RLVR_LAB_QUICK=1`).
+# The outputs below are from quick mode (the default).
 
 # %%
 from rlvr_lab.io import quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 
 import dataclasses
 import math
