@@ -519,6 +519,23 @@ def check_clipped_loss(fn: Callable[[Any, Any, Any], Any] | None, epsilon: float
                        hint=hint)
 
 
+def check_rloo_factor(answer: float | None, group_size: int = 8, seed: int = 0) -> Verdict:
+    """10, exercise 3: the factor between RLOO's and Dr.GRPO's advantages for groups of G,
+    measured on random rewards with the library's estimators."""
+    import jax.numpy as jnp
+
+    from rlvr_lab import advantages
+
+    rewards = jnp.asarray(np.random.default_rng(seed).integers(0, 2, (64, group_size)),
+                          jnp.float32)
+    a, b = np.asarray(advantages.rloo(rewards)), np.asarray(advantages.dr_grpo(rewards))
+    nonzero = np.abs(b) > 1e-6
+    expected = float(np.median(a[nonzero] / b[nonzero]))
+    return check_value(f"10.3, G={group_size}", answer, expected, what="RLOO / Dr.GRPO factor",
+                       hint="RLOO's baseline leaves rollout i out: mean over the other G-1; "
+                            "write r_i - that mean in terms of r_i - the group mean.")
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m rlvr_lab.course``: regenerate the course table of notebooks/README.md."""
     print(f"wrote {sync_course_block()}")
