@@ -740,8 +740,12 @@ def claims_markdown(df: pd.DataFrame, *, quick: bool) -> str:
              "**Source tags** in the paper value: `[summary]` the paper's abstract or summary; "
              "`[authors' code]` read from the authors' code; `[ours, to verify]` our reading, "
              "not stated by the paper. References: `docs/papers.md`.", ""]
+    from rlvr_lab import report
+
     for paper, part in df.groupby("paper", sort=True):
         lines += [f"## {paper}", "", verdict_counts(part) + ".", ""]
+        why = report.why_not_pass(part)
+        lines += [why, ""] if why else []
         for r in part.itertuples():
             verdict = "**FAIL**" if r.verdict == "fail" else r.verdict
             measured = r.measured_text if pd.isna(r.measured) else r.measured
@@ -933,8 +937,9 @@ def format_table(df: pd.DataFrame, width: int | None = None) -> str:
         return "(no claims)"
     width = width or shutil.get_terminal_size((100, 24)).columns
     status = df["verdict"].map({"fail": "FAIL"}).fillna(df["verdict"])
-    measured = [_interval_text(r) or (r.measured_text if pd.isna(r.measured)
-                                        else f"{r.measured:.4g}") for r in df.itertuples()]
+    measured = [_interval_text(r) or (r.measured_text if pd.isna(r.measured) else (
+        f"{r.measured:.4g} {r.unit}" if isinstance(getattr(r, "unit", None), str) and r.unit
+        else f"{r.measured:.4g}")) for r in df.itertuples()]
     show = pd.DataFrame({"experiment": df["experiment"], "claim": df["claim"],
                          "measured": measured, "paper": df["paper_value"].fillna(""),
                          "status": status})

@@ -14,6 +14,7 @@ rlvr_lab.report --rounding [other.csv] [claims.csv] [page.md]`` rewrites it.
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -179,6 +180,75 @@ def sync_block(block: str, out_dir: str | Path, start: str, end: str, *,
     if new != text:
         io.atomic_write_text(path, new)
     return path
+
+
+def _first_sentence(text: str, limit: int = 180) -> str:
+    text = " ".join(str(text).split())
+    cut = re.split(r"(?<=[a-z0-9)%])[.;] ", text, maxsplit=1)[0].rstrip(".;")
+    return cut if len(cut) <= limit else cut[:limit - 3].rstrip() + "..."
+
+
+def _why(row) -> str:
+    """One clause on why a claim did not pass, taken from its generated reason."""
+    reason = " ".join(str(row.reason or "").split())
+    if row.verdict == "inconclusive":
+        need = re.search(r"about ([^;.]*?) would decide", reason)
+        return "interval straddles the threshold" + (f"; about {need.group(1)} would decide it"
+                                                      if need else "")
+    if row.verdict == "not applicable here":
+        return _first_sentence(reason.split(" (the rule alone")[0])
+    mech = reason.split("Mechanism:", 1)
+    if len(mech) == 2 and mech[1].strip():
+        return _first_sentence(mech[1])
+    if "wholly" in reason:
+        return "the whole interval is on the fail side (the reason names no mechanism)"
+    return _first_sentence(reason) or "no reason recorded"
+
+
+def why_not_pass(part: pd.DataFrame) -> str:
+    """The generated paragraph of ``CLAIMS.md`` on why one paper's claims that do not pass do
+    not: each failing claim with its measured value beside the paper's and the mechanism its
+    reason names, then the inconclusive ones (how many seeds would decide) and those not
+    applicable here. Empty when every claim passes."""
+    verdicts = verdicts_of(part)
+    rows = list(part.assign(verdict=verdicts).itertuples())
+    failing = [r for r in rows if r.verdict == "fail"]
+    open_ = [r for r in rows if r.verdict == "inconclusive"]
+    other = [r for r in rows if r.verdict == "not applicable here"]
+    if not (failing or open_ or other):
+        return ""
+    sentences = [f"**Why claims do not pass** (generated from the reasons below): "
+                 f"{len(failing)} fail, {len(open_)} inconclusive, {len(other)} not "
+                 f"applicable here, of {len(rows)}."]
+    if failing:
+        items = []
+        for r in failing:
+            measured = _measured_with_unit(r)
+            paper = str(r.paper_value) if isinstance(r.paper_value, str) and r.paper_value else ""
+            vs = f"{measured} vs the paper's {paper}" if paper else measured
+            items.append(f"`{r.claim}` ({vs}): {_why(r)}")
+        sentences.append("Fail: " + "; ".join(items) + ".")
+    if open_:
+        sentences.append("Inconclusive, the interval straddling the threshold at this many "
+                         "seeds: " + ", ".join(f"`{r.claim}`" for r in open_) + ".")
+    if other:
+        sentences.append("Not applicable here: " + "; ".join(
+            f"`{r.claim}`: {_why(r)}" for r in other) + ".")
+    return " ".join(sentences)
+
+
+def _measured_with_unit(row) -> str:
+    """``0.3819 fraction of trained tokens``: the estimate (else the measured value) with the
+    claim's unit beside it."""
+    value = getattr(row, "estimate", float("nan"))
+    if value is None or pd.isna(value):
+        value = row.measured
+    unit = row.unit if isinstance(getattr(row, "unit", None), str) else ""
+    number = pd.to_numeric(value, errors="coerce")
+    if pd.isna(number):
+        text = str(getattr(row, "measured_text", "") or "")
+        return text or "not measured"
+    return f"{float(number):+.4g}{' ' + unit if unit else ''}"
 
 
 def _shown(path: Path) -> str:
