@@ -175,13 +175,20 @@ fig, axes = plotting.subplots(1, 2, figsize=(9, 3.4), sharey=True)
 for ax, opt in zip(axes, ("Adam", "SGD")):
     for (o, name), a in acc.items():
         if o == opt:
-            plotting.band(ax, np.arange(cfg.num_steps), a, label=name)
+            plotting.band(ax, np.arange(cfg.num_steps), a, label=name, bounds=(0, 1))
     ax.set(xlabel="step", title=f"{opt} (lr {runs[opt, 'GRPO'].learning_rate})")
     ax.legend()
 axes[0].set_ylabel("mean success probability")
 for opt in ("Adam", "SGD"):
     gap = np.abs(acc[opt, "GRPO"] - acc[opt, "Dr.GRPO"]).max()
     print(f"{opt}: largest |GRPO - Dr.GRPO| over steps and seeds = {gap:.4f}")
+
+# %% [markdown]
+# For a lecture slide: one panel alone, 16:9 with large fonts. `plotting.slide_figure` works
+# on any figure of any notebook; `plotting.save_figure(slide, "name", OUT)` keeps it.
+
+# %%
+slide = plotting.slide_figure(fig, 0, title="GRPO and Dr.GRPO under Adam")
 
 # %% [markdown]
 # **Why GRPO and Dr.GRPO nearly coincide under Adam.** The two differ only by GRPO's factor

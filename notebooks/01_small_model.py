@@ -143,19 +143,20 @@ print(f"{run.steps_done} steps x {len(base_ids)} bases x {plan.seeds_per_base} s
 pa = np.asarray(run.evals["pass_at"])
 steps, kmax = np.asarray(run.evals["step"]), pa.shape[2]
 fig, axes = plotting.subplots(1, 3, figsize=(13, 3.6))
-plotting.band(axes[0], steps, pa[:, :, 0].T, label="pass@1")  # bands: 95% CI over seeds
-plotting.band(axes[0], steps, pa[:, :, kmax - 1].T, label=f"pass@{kmax}")
+# bands: 95% CI over seeds, clipped to [0, 1] (with 3 seeds a t band can leave it)
+plotting.band(axes[0], steps, pa[:, :, 0].T, label="pass@1", bounds=(0, 1))
+plotting.band(axes[0], steps, pa[:, :, kmax - 1].T, label=f"pass@{kmax}", bounds=(0, 1))
 axes[0].set(xlabel="RL step", ylabel="held-out pass@k", title="during GRPO (95% CI)")
 axes[0].axhline(pa[0, :, 0].mean(), color="k", lw=0.8, ls=":", label="SFT base pass@1")
 axes[0].legend()
 ks = np.arange(1, kmax + 1)
-plotting.band(axes[1], ks, pa[0], label="SFT base")
-plotting.band(axes[1], ks, pa[-1], label=f"after {run.steps_done} GRPO steps")
+plotting.band(axes[1], ks, pa[0], label="SFT base", bounds=(0, 1))
+plotting.band(axes[1], ks, pa[-1], label=f"after {run.steps_done} GRPO steps", bounds=(0, 1))
 axes[1].set(xscale="log", xlabel="k", ylabel="held-out pass@k", title="pass@k curve")
 axes[1].set_xscale("log", base=2)
 axes[1].legend()
 plotting.band(axes[2], np.arange(run.steps_done), np.asarray(run.history["zero_adv_frac"]).T,
-              label="zero-advantage groups")
+              label="zero-advantage groups", bounds=(0, 1))
 axes[2].set(xlabel="RL step", ylabel="fraction of groups", ylim=(0, 1),
             title="groups without learning signal")
 fig.tight_layout()

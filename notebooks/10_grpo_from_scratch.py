@@ -147,12 +147,18 @@ print("largest gap over seeds, from scratch vs library:",
 
 fig, ax = plotting.subplots(figsize=(6, 3.4))
 steps = np.arange(STEPS)
-plotting.band(ax, steps, np.asarray(lib_runs["accuracy"]), label="library: GRPO")
-plotting.band(ax, steps, np.asarray(dr_runs["accuracy"]), label="library: Dr.GRPO")
+plotting.band(ax, steps, np.asarray(lib_runs["accuracy"]), label="library: GRPO", bounds=(0, 1))
+plotting.band(ax, steps, np.asarray(dr_runs["accuracy"]), label="library: Dr.GRPO", bounds=(0, 1))
 ax.plot(steps, np.asarray(mine_runs).mean(0), "k:", lw=2, label="from scratch (mean)")
 ax.set(xlabel="step", ylabel="mean success probability (exact)",
        title=f"GRPO from scratch = the library's, {SEEDS} seeds, 95% CI")
 ax.legend(loc="lower right");
+
+# %% [markdown]
+# The same panel as a slide (16:9, large fonts), for a lecture:
+
+# %%
+slide = plotting.slide_figure(fig, 0, title="GRPO in 30 lines = the library's GRPO")
 
 # %% [markdown]
 # The dotted line lies on the library's GRPO curve. Dr.GRPO is close too: under Adam a
