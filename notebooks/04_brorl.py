@@ -409,9 +409,22 @@ small_rows[ROW]
 # %% [markdown]
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** Show from the formula that with full coverage ($S$ = every token) the unsampled term
 # vanishes and $dQ_{pos} \ge 0$. Check it with `mb.mass_balance(z, correct, sampled=all True)`.
-#
+
+# %%
+# Your answer: the unsampled term at full coverage, and whether the total is >= 0 (True / False)
+course.check_full_coverage(unsampled=None, total_nonnegative=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # With $S$ = everything, $U_{pos,2} = U_{neg,2} = 0$, so only the two sampled terms remain, both
@@ -428,7 +441,12 @@ small_rows[ROW]
 #
 # **2.** With the slider, set Q0 = 0.5 and |C| = 512, update "idealised": the correct *mass*
 # rises, yet section 2 says most correct tokens go down. How can both hold?
-#
+
+# %%
+# Your answer: can the correct mass rise while most correct tokens go down? True / False
+course.check_mass_vs_tokens(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # The mass is a sum: the large correct tokens gain more than the many small ones lose. At full
@@ -440,7 +458,12 @@ small_rows[ROW]
 # **3.** The fraction of all-equal groups in the saturated run is
 # $\mathrm{mean}_k[p_k^N + (1-p_k)^N]$. Why does it fall so slowly from N = 16 to N = 512 for
 # prompts with $p_k \approx 10^{-4}$?
-#
+
+# %%
+# Your answer: the all-equal fraction of a prompt with p = 1e-4 at N = 512 (then N = 16)
+course.check_all_equal_fraction(answer=None, p=1e-4, group_size=512, exercise="04.3")
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # $(1 - p)^N \approx e^{-Np}$: at $p = 10^{-4}$ it is 0.998 at N = 16 and still 0.95 at N = 512.

@@ -344,9 +344,22 @@ bank_claims[["experiment"] + ROW]
 #
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** Show that CurES' sampler with the authors' $t_i = 100(Acc_i + 1)$ is uniform to within
 # 0.5%, whatever the posterior: compute the largest ratio $q_{max}/q_{min}$ it can produce.
-#
+
+# %%
+# Your answer: the largest ratio q_max / q_min the authors' temperature allows
+course.check_cures_uniform_ratio(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # The exponent $\sqrt{\hat p(1-\hat p)}/t$ lies in $[0, 0.5/100] = [0, 0.005]$ (since $t \ge 100$),
@@ -357,7 +370,12 @@ bank_claims[["experiment"] + ROW]
 # **2.** With Neyman allocation $n_i \propto \sigma_i$ at a total of $n$ rollouts, show that the
 # variance $\sum_i \sigma_i^2/n_i$ equals $(\sum_i\sigma_i)^2/n$, and compare it with uniform
 # allocation for $p = (0.01, 0.5)$.
-#
+
+# %%
+# Your answer: uniform variance / Neyman variance for p = (0.01, 0.5)
+course.check_neyman_factor(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # With $n_i = n\sigma_i/\sum_j\sigma_j$: $\sum_i \sigma_i^2/n_i = \sum_i \sigma_i\sum_j\sigma_j/n
@@ -368,7 +386,12 @@ bank_claims[["experiment"] + ROW]
 # **3.** E3's temperature rule has $H_t = H^*$ as a fixed point. Which direction does $T$ move
 # when the entropy has collapsed below the target, and by how much per step when
 # $H_t = H^*/2$, $T = 1$, $V = 16$?
-#
+
+# %%
+# Your answer: T after one step from T = 1 when H_t = H*/2, V = 16
+course.check_e3_temperature(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # $\ln(H^*/H_t) = \ln 2 > 0$, so $T$ rises: $T \leftarrow 1 + \ln 2/(\ln 16 + \ln\ln 16)

@@ -531,9 +531,22 @@ roll_sim[["model", "devices", "colocated", "disaggregated", "disaggregated_async
 # %% [markdown]
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** In the capacity model, for $T = 60$ s and $D + L = 140$ s, what is the smallest staleness
 # bound $S$ at which the dissemination term no longer limits the step time? Check with the slider.
-#
+
+# %%
+# Your answer: the smallest staleness bound S (an integer) for T = 60 s, D + L = 140 s
+course.check_staleness_bound(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # The term binds while $(T + D + L)/(S + 1) > T$, i.e. $S < (D + L)/T = 2.33$: from $S = 3$ on,
@@ -543,7 +556,12 @@ roll_sim[["model", "devices", "colocated", "disaggregated", "disaggregated_async
 # **2.** From the decode cost $\tau(b, C) = \tau_0 + \tau_1 b + \tau_2 C$, derive the tokens/s of a
 # worker running $b$ sequences of context $c$ each, and its limit for large $b$. Evaluate both
 # for the 8B preset with $c = 3000$.
-#
+
+# %%
+# Your answer: the large-b tokens/s limit of the 8B preset at context 3000
+course.check_decode_limit(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # One step produces $b$ tokens in $\tau_0 + b(\tau_1 + \tau_2 c)$ seconds, so the rate is
@@ -559,7 +577,12 @@ roll_sim[["model", "devices", "colocated", "disaggregated", "disaggregated_async
 # </details>
 #
 # **3.** Why does APRIL gain most for a *moderate* tail of response lengths (section 3)?
-#
+
+# %%
+# Your answer: 'light', 'moderate' or 'heavy'
+course.check_april_tail(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # A step ends when N *groups* are complete, and a group is complete only when its slowest

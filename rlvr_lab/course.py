@@ -378,12 +378,14 @@ def check_pass_at_k(answer: float | None, n: int = 16, c: int = 4, k: int = 4) -
                             "C(n-c, k) of C(n, k).")
 
 
-def check_all_equal_fraction(answer: float | None, p: float = 0.9,
-                             group_size: int = 8) -> Verdict:
-    """01, exercise 3: the probability that a group of G rewards is all equal."""
+def check_all_equal_fraction(answer: float | None, p: float = 0.9, group_size: int = 8, *,
+                             exercise: str = "01.3") -> Verdict:
+    """01, exercise 3 (and 04, exercise 3): the probability that a group of G rewards is all
+    equal when each succeeds with probability p."""
     expected = p ** group_size + (1 - p) ** group_size
-    return check_value(f"01.3, G={group_size}", answer, expected, what="all-equal probability",
-                       hint="all G succeed or all G fail.")
+    return check_value(f"{exercise}, p={p:g}, G={group_size}", answer, expected,
+                       what="all-equal probability", hint="all G succeed or all G fail; for "
+                       "small p, (1-p)^G is close to exp(-G p).")
 
 
 # notebook 02 ---------------------------------------------------------------------------
@@ -466,6 +468,111 @@ def check_bank_shares_parameters(answer: bool | None) -> Verdict:
                             "an LLM shares its parameters across prompts.",
                         hint="look at the trainer's loss_fn: which rows of the [K, V] logits "
                              "does a minibatch's gradient touch?")
+
+
+# notebook 04 ---------------------------------------------------------------------------
+
+def check_full_coverage(unsampled: float | None, total_nonnegative: bool | None = None,
+                        vocab: int = 2000, num_correct: int = 50) -> Verdict:
+    """04, exercise 1: at full coverage (every token sampled) the value of the unsampled term
+    and whether the total change of the correct mass is >= 0 (BroRL's mass balance)."""
+    import jax
+    import jax.numpy as jnp
+
+    from rlvr_lab.papers.brorl import theory
+
+    hint = "with S = every token, which tokens are left for the unsampled term to sum over?"
+    if unsampled is None or total_nonnegative is None:
+        return _waiting("04.1", hint)
+    with jax.enable_x64(True):
+        z = jax.random.normal(jax.random.key(1), (vocab,), jnp.float64)
+        out = theory.mass_balance(z, jnp.arange(vocab) < num_correct, jnp.ones(vocab, bool),
+                                  lr=0.1, n=vocab)
+        want = (float(out["unsampled"]) or 0.0, bool(float(out["total"]) >= 0))  # no -0
+    if _close(unsampled, want[0], 1e-6, 1e-12) and bool(total_nonnegative) == want[1]:
+        return _say(True, "04.1", f"unsampled term {want[0]:g}, total >= 0: {want[1]}.", hint)
+    return _say(False, "04.1", f"the library gives unsampled = {want[0]:g} and total >= 0 "
+                f"{want[1]}.", hint)
+
+
+def check_mass_vs_tokens(answer: bool | None) -> Verdict:
+    """04, exercise 2: can the correct mass rise while most correct tokens go down?"""
+    return check_choice("04.2", answer, True,
+                        why="the mass is a sum: the large correct tokens gain more than the "
+                            "many small ones lose ('rich get richer' inside C).",
+                        hint="compare a sum over tokens with a count of tokens.")
+
+
+# notebook 05 ---------------------------------------------------------------------------
+
+def check_cures_uniform_ratio(answer: float | None, t_min: float = 100.0) -> Verdict:
+    """05, exercise 1: the largest q_max / q_min CurES' sampler can produce with the authors'
+    t = 100 (Acc + 1) (the exponent sqrt(p(1-p)) / t is at most 0.5 / t_min)."""
+    expected = float(np.exp(0.5 / t_min))
+    return check_value("05.1", answer, expected, what="largest probability ratio", rtol=1e-3,
+                       hint="bound the exponent: sqrt(p(1-p)) <= 0.5 and t >= 100.")
+
+
+def check_neyman_factor(answer: float | None, p: Iterable[float] = (0.01, 0.5)) -> Verdict:
+    """05, exercise 2: the factor by which Neyman allocation lowers the gradient variance
+    against uniform allocation, for Bernoulli prompts with success probabilities ``p``."""
+    from rlvr_lab.papers.cures import theory
+
+    p = np.asarray(list(p), float)
+    sigma = np.sqrt(p * (1 - p))
+    uniform = len(p) * float(np.sum(sigma ** 2))
+    neyman = float(np.asarray(theory.neyman_variance(sigma ** 2, 1.0)))
+    return check_value("05.2", answer, uniform / neyman, what="uniform / Neyman variance",
+                       rtol=5e-3, hint="Neyman: (sum sigma)^2 / n; uniform: K sum sigma^2 / n, "
+                       "with sigma = sqrt(p(1-p)).")
+
+
+def check_e3_temperature(answer: float | None, temperature: float = 1.0,
+                         entropy_ratio: float = 0.5, vocab_size: int = 16) -> Verdict:
+    """05, exercise 3: E3's temperature after one step from T when H_t = ratio x H*."""
+    from rlvr_lab.papers.e3 import allocation
+
+    expected = float(allocation.e3_temperature_update(temperature, entropy_ratio, 1.0,
+                                                       vocab_size))
+    return check_value("05.3", answer, expected, what="temperature after one step", rtol=5e-3,
+                       hint="T <- T (1 + T ln(H*/H_t) / (ln V + ln ln V)).")
+
+
+# notebook 06 ---------------------------------------------------------------------------
+
+def check_staleness_bound(answer: int | None, step_time: float = 60.0,
+                          dissemination: float = 140.0) -> Verdict:
+    """06, exercise 1: the smallest staleness bound S at which the dissemination term
+    ``(T + D + L) / (S + 1)`` no longer exceeds the step time T."""
+    expected = next(s for s in range(10_000)
+                    if (step_time + dissemination) / (s + 1) <= step_time + 1e-12)
+    return check_value("06.1", answer, expected, what="smallest S", hint="solve "
+                       "(T + D + L) / (S + 1) <= T for the smallest integer S.")
+
+
+def check_decode_limit(answer: float | None, preset: str = "8b",
+                       context: int = 3000) -> Verdict:
+    """06, exercise 2: a worker's tokens/s for many sequences of context c (the large-b limit
+    of b / step_time(b, b c))."""
+    from rlvr_lab.papers.systems.engine import ENGINE_PRESETS
+
+    engine = ENGINE_PRESETS[preset]
+    expected = 1.0 / (engine.tau1 + engine.tau2 * context)
+    return check_value(f"06.2, {preset}", answer, expected, what="tokens/s limit", rtol=1e-3,
+                       hint="one step makes b tokens in tau0 + b (tau1 + tau2 c) seconds; let "
+                            "b grow.")
+
+
+def check_april_tail(answer: str | None) -> Verdict:
+    """06, exercise 3: for which tail of response lengths ('light', 'moderate', 'heavy')
+    APRIL gains most."""
+    return check_choice("06.3", None if answer is None else str(answer).strip().lower(),
+                        "moderate",
+                        why="a group is complete only when its slowest response is: with a "
+                            "heavy tail most groups still hold a long response, with a light "
+                            "one there is little idle time to win.",
+                        hint="a step ends when N groups are complete; when is a group "
+                             "complete?")
 
 
 # notebook 10 ---------------------------------------------------------------------------

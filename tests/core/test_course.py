@@ -11,7 +11,7 @@ from rlvr_lab import bibliography, course
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
-CHECKED = ("00_", "01_", "02_", "03_", "10_")
+CHECKED = ("00_", "01_", "02_", "03_", "04_", "05_", "06_", "10_")
 
 
 def test_course_path_covers_every_notebook_in_90_minutes():
@@ -117,6 +117,22 @@ def test_checks_accept_right_answers_and_explain_wrong_ones(capsys):
     assert _right(course.check_clipped_loss(clipped))
     assert _wrong(course.check_clipped_loss(lambda lp, old, a: -(jnp.exp(lp - old) * a).mean()))
     assert _right(course.check_rloo_factor(8 / 7))
+    assert _right(course.check_full_coverage(0.0, True))
+    assert _wrong(course.check_full_coverage(0.1, True))
+    assert _right(course.check_mass_vs_tokens(True))
+    assert _right(course.check_all_equal_fraction((1 - 1e-4) ** 512, p=1e-4, group_size=512,
+                                                  exercise="04.3"))
+    assert _right(course.check_cures_uniform_ratio(np.exp(0.005)))
+    assert _right(course.check_neyman_factor(2 * (0.0099 + 0.25) / (0.0995 + 0.5) ** 2))
+    assert _wrong(course.check_neyman_factor(1.0))
+    assert _right(course.check_e3_temperature(1 + np.log(2) / (np.log(16) + np.log(np.log(16)))))
+    assert _right(course.check_staleness_bound(3))
+    assert _wrong(course.check_staleness_bound(2))
+    from rlvr_lab.papers.systems.engine import ENGINE_PRESETS
+    e = ENGINE_PRESETS["8b"]
+    assert _right(course.check_decode_limit(1 / (e.tau1 + e.tau2 * 3000)))
+    assert _right(course.check_april_tail("Moderate"))
+    assert _wrong(course.check_april_tail("heavy"))
     waiting = course.check_rloo_factor(None)
     assert not waiting and "no answer yet" in waiting.message
     assert "[10.3, G=8] right" in capsys.readouterr().out
