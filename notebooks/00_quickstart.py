@@ -221,9 +221,12 @@ metrics_frame(mets["Adam", "GRPO G=2"], algorithm="GRPO G=2").head()
 
 # %%
 import matplotlib.pyplot as plt
+from IPython.display import clear_output
 from rlvr_lab import experiments
 result = experiments.run("grpo_family", quick=QUICK, out_dir=OUT)
 plt.close("all")  # the experiment's figures are shown from their saved PNGs below
+clear_output()    # the finished run's progress bars (a saved notebook would show them at 0/4)
+print(f"grpo_family: {'reused the stored result' if result.skipped else f'{result.seconds:.0f} s'}")
 ROW = ["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds", "n_bases"]
 claims_df = result.claims_frame()
 claims_df[ROW]
