@@ -161,6 +161,16 @@ axes[2].set(xlabel="RL step", ylabel="fraction of groups", ylim=(0, 1),
             title="groups without learning signal")
 fig.tight_layout()
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %%
 g = TG.gains(run)  # each seed against its own base
 print("per-seed change of held-out pass@1:", np.round(g[:, 0], 3))

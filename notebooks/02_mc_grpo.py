@@ -285,6 +285,16 @@ else:
 results = M.run_study(jax.random.key(7), configs, seeds)
 fig = M.plot_study_curves(results)
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %%
 final = M.final_table(results)
 fig = M.plot_final(final)

@@ -162,6 +162,16 @@ methods = D.QUICK_METHODS if QUICK else D.METHODS
 result = D.run_study(jax.random.fold_in(jax.random.key(0), 5), settings, SEEDS, methods)
 fig = D.training_figure(result)
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # Top: against steps. Bottom: against rollouts spent (log scale); the vertical line is the
 # total budget of GRPO N=8. The pass@k plot puts the exact population pass@k (lines) next to

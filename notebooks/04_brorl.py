@@ -286,6 +286,16 @@ res = S.training_study(jax.random.fold_in(key, 5), STUDY, SEEDS)
 tdf = S.training_frame(res, STUDY)
 fig = S.plot_training(tdf, res, STUDY)
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # The two bank claims, per seed (paired: the same phase 1 and keys): the accuracy gain of N = 512
 # over N = 16 after phase 2 (superiority above +0.01, fail below 0) and the change of the

@@ -178,6 +178,16 @@ fig = S.sampling_figure(curves, stable, per_prompt)
 stable[["bank", "rule", "steps_to_target", "speedup_vs_uniform", "gain_vs_best",
         "is_efficiency"]].round(3)
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # ## 4. Training at equal rollout budget
 #

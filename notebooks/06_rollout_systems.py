@@ -250,6 +250,16 @@ for c, corr in enumerate(learning.CORRECTIONS):
 ax.set(xlabel="η", ylabel="mean accuracy over the run", title="stale rollouts: naive vs decoupled PPO")
 ax.legend(); print(f"{time.time() - t0:.1f} s")
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # ### Staleness on the small model
 # On the bank each prompt's row is updated once per step with one epoch over distinct prompts,

@@ -161,6 +161,16 @@ fig.tight_layout()
 # %%
 fig = spec_rl.figure(df)
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # **Reading it.** Tokens generated fall monotonically with ℓ, and the reduction over a run
 # is capped by the number of epochs (epoch 1 has no cache). At this scale a response is 5–12

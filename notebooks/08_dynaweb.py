@@ -176,6 +176,16 @@ ax.set(xscale="log", xlabel="cumulative real interactions",
        ylabel="exact success (mean over tasks)", title="success per real interaction")
 ax.legend(loc="lower right");
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # Dreaming reaches a success that real-only RL needs several times more real interactions to
 # reach; dreaming alone stalls on some tasks of some seeds (a task whose path the model has

@@ -126,6 +126,16 @@ print(final.groupby("arm")[["fd", "support", "consistent"]].mean().round(3).to_s
 # %%
 fig = S.quality_figure(study.curves)
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # ## 4. Exposure bias per scale, before and after
 #

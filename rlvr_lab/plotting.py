@@ -126,7 +126,7 @@ SLIDE_STYLE = {"font.size": 20, "axes.titlesize": 24, "axes.labelsize": 22,
 
 
 def slide_figure(fig: Figure, panel: int = 0, *, title: str | None = None,
-          legend: bool | None = None) -> Figure:
+                 legend: bool | None = None) -> Figure:
     """A slide-ready single-panel copy of one panel of ``fig``: 16:9, large fonts, the panel's
     lines, bands, bars, labels, scales, limits and legend redrawn on a new figure (the
     original is left as it was). ``panel`` indexes ``fig.axes``; ``legend`` None keeps a
@@ -137,34 +137,49 @@ def slide_figure(fig: Figure, panel: int = 0, *, title: str | None = None,
     """
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Rectangle
+    from matplotlib.ticker import FixedLocator, ScalarFormatter
 
     src = fig.axes[panel]
+    # every part is copied on its own: a part that cannot be copied is left out, so a slide
+    # is always made (a notebook cell never fails on an unusual panel)
+    keep = contextlib.suppress(Exception)
     with house_style(), plt.rc_context(SLIDE_STYLE):
         new, ax = plt.subplots(figsize=SLIDE_SIZE)
         for coll in src.collections:
-            if isinstance(coll, PolyCollection):
-                for path in coll.get_paths():
-                    ax.fill(*path.vertices.T, color=coll.get_facecolor()[0], lw=0)
+            with keep:
+                if isinstance(coll, PolyCollection) and len(coll.get_facecolor()):
+                    for path in coll.get_paths():
+                        ax.fill(*path.vertices.T, color=coll.get_facecolor()[0], lw=0)
         for line in src.get_lines():
-            ax.plot(*line.get_data(), color=line.get_color(), ls=line.get_linestyle(),
-                    marker=line.get_marker(), label=line.get_label(),
-                    lw=max(line.get_linewidth() * 1.8, 2.5))
+            with keep:
+                ax.plot(*line.get_data(), color=line.get_color(), ls=line.get_linestyle(),
+                        marker=line.get_marker(), label=line.get_label(),
+                        lw=max(line.get_linewidth() * 1.8, 2.5))
         for patch in src.patches:
-            if isinstance(patch, Rectangle):
-                ax.add_patch(Rectangle(patch.get_xy(), patch.get_width(), patch.get_height(),
-                                       color=patch.get_facecolor()))
-        ax.set_xscale(src.get_xscale())
-        ax.set_yscale(src.get_yscale())
-        ax.set(xlim=src.get_xlim(), ylim=src.get_ylim(), xlabel=src.get_xlabel(),
-               ylabel=src.get_ylabel(), title=src.get_title() if title is None else title)
-        ax.set_xticks(src.get_xticks(), [t.get_text() for t in src.get_xticklabels()])
-        ax.set_xlim(src.get_xlim())
+            with keep:
+                if isinstance(patch, Rectangle):
+                    ax.add_patch(Rectangle(patch.get_xy(), patch.get_width(),
+                                           patch.get_height(), color=patch.get_facecolor()))
+        with keep:
+            ax.set_xscale(src.get_xscale())
+        with keep:
+            ax.set_yscale(src.get_yscale())
+        with keep:
+            ax.set(xlim=src.get_xlim(), ylim=src.get_ylim())
+        ax.set(xlabel=src.get_xlabel(), ylabel=src.get_ylabel(),
+               title=src.get_title() if title is None else title)
+        with keep:  # categorical ticks (bar charts) keep their names; numeric ones are redrawn
+            if isinstance(src.xaxis.get_major_locator(), FixedLocator) and not isinstance(
+                    src.xaxis.get_major_formatter(), ScalarFormatter):
+                ax.set_xticks(src.get_xticks(), [t.get_text() for t in src.get_xticklabels()])
+                ax.set_xlim(src.get_xlim())
         if legend or (legend is None and (src.get_legend() is not None or fig.legends)):
             if ax.get_legend_handles_labels()[0]:
                 old = src.get_legend()
                 title_text = old.get_title().get_text() if old is not None else ""
                 ax.legend(title=title_text or None)
-        new.tight_layout()
+        with keep:
+            new.tight_layout()
     return new
 
 

@@ -48,3 +48,19 @@ def test_slide_figure_is_16_9_with_large_fonts_and_the_panel_content():
     assert len(fig.axes) == 2  # the original is untouched
     plt.close(fig)
     plt.close(slide)
+
+
+def test_slide_figure_keeps_bar_names_and_never_fails_on_odd_panels():
+    fig, axes = plotting.subplots(1, 3)
+    axes[0].bar([0, 1], [2, 3])
+    axes[0].set_xticks([0, 1], ["SGD\nlr=1", "Adam"])
+    axes[1].imshow(np.eye(3))
+    axes[2].set_xscale("log")
+    axes[2].plot([1, 10, 100], [0, 1, 0])
+    bars = plotting.slide_figure(fig, 0)
+    assert [t.get_text() for t in bars.axes[0].get_xticklabels()] == ["SGD\nlr=1", "Adam"]
+    assert len(bars.axes[0].patches) == 2
+    for panel in (1, 2):
+        plt.close(plotting.slide_figure(fig, panel))
+    plt.close(bars)
+    plt.close(fig)
