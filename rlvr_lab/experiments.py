@@ -959,12 +959,12 @@ def load(name: str, *, quick: bool = False, out_dir: str | Path | None = None,
          verbose: bool = True) -> pd.DataFrame:
     """The claims of experiment ``name`` as stored by its last run (one row per claim).
 
-    Without ``out_dir`` it looks where ``rlvr-lab run`` writes (:func:`run_out_dir`: ``$RLVR_LAB_OUTPUT``,
-    ``quick/`` for quick) and where ``rlvr-lab reproduce`` writes (:func:`default_out_dir`: the
-    figures folder), takes the newer readable result, and says which folder it read (``verbose``)
-    and records it in ``df.attrs["source"]``. Tables saved by the experiment are in
-    ``<out>/data/<table>.csv.gz`` (``pd.read_csv``). Raises ``FileNotFoundError`` naming every
-    file it tried when the experiment has not been run there.
+    Without ``out_dir`` it looks where ``rlvr-lab run`` writes (:func:`run_out_dir`:
+    ``$RLVR_LAB_OUTPUT``, ``quick/`` for quick) and where ``rlvr-lab reproduce`` writes
+    (:func:`default_out_dir`: the figures folder), takes the newer readable result, says which
+    file it read (``verbose``) and records it in ``df.attrs["source"]``. Tables saved by the
+    experiment are in ``<out>/data/<table>.csv.gz`` (``pd.read_csv``). Raises
+    ``FileNotFoundError`` naming every file it tried when the experiment has not been run there.
     """
     outs = [Path(out_dir)] if out_dir is not None else _load_candidates(quick)
     found = []

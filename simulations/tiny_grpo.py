@@ -114,8 +114,9 @@ def plot(run: sequence.Run, config: sequence.SequenceRLConfig):
         smooth = np.stack([np.convolve(v, np.ones(window) / window, "valid") for v in values])
         plotting.band(ax, t, smooth, label=label,
                       bounds=(0, None) if name == "entropy" else (0, 1))
-    ax.set(xlabel="RL step", ylabel="pass@1, fraction; entropy (nats)", title=f"training batch (B={config.num_prompts}, "
-                                   f"G={config.num_generations}; {window}-step mean)")
+    ax.set(xlabel="RL step", ylabel="pass@1, fraction; entropy (nats)",
+           title=f"training batch (B={config.num_prompts}, "
+                 f"G={config.num_generations}; {window}-step mean)")
     ax.legend()
     fig.tight_layout()
     return fig

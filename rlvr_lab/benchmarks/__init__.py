@@ -50,7 +50,8 @@ def readme_block(records: list[dict], title: str, figures: str = "figures") -> s
     """The performance block of ``docs/performance.md``: the figure and one row per measure
     (``figures``: the figures folder as seen from the page, ``../figures`` from ``docs/``)."""
     lines = [f"![rlvr-lab bench]({figures}/bench.png)", "",
-             f"*{title}; from `figures/bench.json`.*", "", "| measure | value | goal | what it measures |", "|---|---:|---:|---|"]
+             f"*{title}; from `figures/bench.json`.*", "",
+             "| measure | value | goal | what it measures |", "|---|---:|---:|---|"]
     for r in records:
         goal = "-" if r["goal"] is None else f"{r['goal']:g}"
         details = r["details"].replace("|", "/")

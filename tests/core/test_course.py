@@ -102,7 +102,8 @@ def test_checks_accept_right_answers_and_explain_wrong_ones(capsys):
     assert _wrong(course.check_binary_flips(0.1))
     assert _right(course.check_outlier_share(1 - 0.95**8))
     assert _right(course.check_mad_advantage(1 / 1e-3))
-    assert _right(course.check_expected_cumulative_advantage(lambda q, n: 2 * (n - 1) * q * (1 - q)))
+    assert _right(course.check_expected_cumulative_advantage(
+        lambda q, n: 2 * (n - 1) * q * (1 - q)))
     assert _wrong(course.check_expected_cumulative_advantage(lambda q, n: 2 * n * q * (1 - q)))
     assert _right(course.check_hw_extra(56, 2.75))
     assert _right(course.check_bank_shares_parameters(False))
