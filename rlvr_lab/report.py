@@ -14,6 +14,7 @@ rlvr_lab.report --rounding [other.csv] [claims.csv] [page.md]`` rewrites it.
 """
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -248,7 +249,10 @@ def _measured_with_unit(row) -> str:
     if pd.isna(number):
         text = str(getattr(row, "measured_text", "") or "")
         return text or "not measured"
-    return f"{float(number):+.4g}{' ' + unit if unit else ''}"
+    text = f"{float(number):+.4g}{' ' + unit if unit else ''}"
+    if unit in ("log ratio", "ln ratio"):  # beside a paper's percentage: the ratio itself
+        text += f" (x{math.exp(float(number)):.3g})"
+    return text
 
 
 def _shown(path: Path) -> str:

@@ -159,6 +159,8 @@ def test_why_not_pass_paragraph_per_paper():
            "paper's value." in text
     assert "Inconclusive" in text and "`c`" in text and "`d`: a GPU effect" in text
     assert report.why_not_pass(df.iloc[:1]) == ""
+    row = df.assign(unit="log ratio", estimate=1.024).iloc[1]
+    assert report._measured_with_unit(row) == "+1.024 log ratio (x2.78)"
     md = experiments.claims_markdown(df.assign(experiment="e", statement="s", paper_ref="",
                                                criterion="c", rule="equivalence",
                                                ci_low=0.0, ci_high=1.0, level=0.95,
