@@ -16,6 +16,11 @@
 # %% [markdown]
 # # rlvr_lab quick start
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # An RLVR step is a pipeline of small pure functions — **pick prompts → allocate rollouts →
 # sample → reward → advantage → loss → update** — and each paper this toolkit reproduces changes
 # one or two of those stages. This notebook walks the pipeline once by hand on the *prompt bank*
@@ -32,9 +37,9 @@
 # $\min\big(\rho_t A_i,\ \operatorname{clip}(\rho_t, 1-\varepsilon, 1+\varepsilon) A_i\big)$ with
 # $\rho_t = \pi_\theta(y_t \mid \cdot)/\pi_{old}(y_t \mid \cdot)$ for every token $t$ of the rollout.
 #
-# **Quick mode.** The first code cell sets `QUICK`: `RLVR_LAB_QUICK=1` (the committed outputs,
-# the test suite) runs small settings in about a minute; unset or `0` runs the full settings
-# (several minutes). Nothing here writes into the repository: files go to
+# **Quick mode.** The first code cell sets `QUICK`: unset (or `RLVR_LAB_QUICK=1`, as for the
+# committed outputs and the test suite) runs the small settings; `RLVR_LAB_QUICK=0` runs the
+# full settings (several times longer). Nothing here writes into the repository: files go to
 # `rlvr_lab.io.output_dir()` (`$RLVR_LAB_OUTPUT`, default `~/.rlvr_lab/output`).
 
 # %%
@@ -45,7 +50,7 @@ if importlib.util.find_spec("rlvr_lab") is None:
 
 # %%
 from rlvr_lab.io import output_dir, quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 OUT = output_dir() / "00_quickstart"
 
 import jax, jax.numpy as jnp, numpy as np
@@ -170,13 +175,20 @@ fig, axes = plotting.subplots(1, 2, figsize=(9, 3.4), sharey=True)
 for ax, opt in zip(axes, ("Adam", "SGD")):
     for (o, name), a in acc.items():
         if o == opt:
-            plotting.band(ax, np.arange(cfg.num_steps), a, label=name)
+            plotting.band(ax, np.arange(cfg.num_steps), a, label=name, bounds=(0, 1))
     ax.set(xlabel="step", title=f"{opt} (lr {runs[opt, 'GRPO'].learning_rate})")
     ax.legend()
 axes[0].set_ylabel("mean success probability")
 for opt in ("Adam", "SGD"):
     gap = np.abs(acc[opt, "GRPO"] - acc[opt, "Dr.GRPO"]).max()
     print(f"{opt}: largest |GRPO - Dr.GRPO| over steps and seeds = {gap:.4f}")
+
+# %% [markdown]
+# For a lecture slide: one panel alone, 16:9 with large fonts. `plotting.slide_figure` works
+# on any figure of any notebook; `plotting.save_figure(slide, "name", OUT)` keeps it.
+
+# %%
+slide = plotting.slide_figure(fig, 0, title="GRPO and Dr.GRPO under Adam")
 
 # %% [markdown]
 # **Why GRPO and Dr.GRPO nearly coincide under Adam.** The two differ only by GRPO's factor
@@ -209,9 +221,12 @@ metrics_frame(mets["Adam", "GRPO G=2"], algorithm="GRPO G=2").head()
 
 # %%
 import matplotlib.pyplot as plt
+from IPython.display import clear_output
 from rlvr_lab import experiments
 result = experiments.run("grpo_family", quick=QUICK, out_dir=OUT)
 plt.close("all")  # the experiment's figures are shown from their saved PNGs below
+clear_output()    # the finished run's progress bars (a saved notebook would show them at 0/4)
+print(f"grpo_family: {'reused the stored result' if result.skipped else f'{result.seconds:.0f} s'}")
 ROW = ["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds", "n_bases"]
 claims_df = result.claims_frame()
 claims_df[ROW]
@@ -236,10 +251,23 @@ for name in result.figures:
 # %% [markdown]
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** With $G$ rollouts and success probability $p$, a group is all-equal (zero advantage)
 # with probability $p^G + (1-p)^G$. For the initial bank, how much of the batch is wasted at
 # $G = 2$, $8$ and $32$? Check one value by sampling with `rollout.generate`.
-#
+
+# %%
+# Your answer: the wasted fraction of the initial bank at G = 8, in place of None
+course.check_wasted_fraction(p0, 8, answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # ```python
@@ -256,7 +284,12 @@ for name in result.figures:
 #
 # **2.** In section 3, make the long *wrong* response twice as long (`lengths = [3, 12, 4, 32]`).
 # Which modes change the weight of the short wrong response, and why?
-#
+
+# %%
+# Your answer: the set of loss_agg_mode names that change the short wrong response's weight
+course.check_changed_modes(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # `token-mean` divides by the total token count, which grows, so *every* response's weight
@@ -267,7 +300,12 @@ for name in result.figures:
 #
 # **3.** Rerun section 4 with `scale_rewards="batch"` (one std for the whole batch instead of
 # one per group). Do GRPO and Dr.GRPO still coincide under Adam? Under SGD?
-#
+
+# %%
+# Your answer: do GRPO and Dr.GRPO still coincide (True / False) under Adam, under SGD?
+course.check_adam_batch_scaling(adam_coincide=None, sgd_coincide=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # ```python

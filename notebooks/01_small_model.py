@@ -16,6 +16,11 @@
 # %% [markdown]
 # # The small-model setting: a tiny transformer, SFT, then GRPO
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # The papers' claims are about LLMs. This notebook builds the smallest setting that still has
 # tokens, variable lengths and a sampling temperature: a character-level decoder-only
 # transformer (`rlvr_lab.models.transformer`, flax.nnx) trained **from scratch** on a verifiable
@@ -25,11 +30,11 @@
 #
 # It calls the same functions as `simulations/tiny_grpo.py` (`rlvr-lab run tiny_grpo`), so the
 # curves agree with the committed full run (`figures/tiny_grpo_curves.png`). The outputs below
-# are from quick mode (`RLVR_LAB_QUICK=1`, a fast run).
+# are from quick mode (the default, a fast run).
 
 # %%
 from rlvr_lab.io import quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 
 import dataclasses
 
@@ -138,22 +143,33 @@ print(f"{run.steps_done} steps x {len(base_ids)} bases x {plan.seeds_per_base} s
 pa = np.asarray(run.evals["pass_at"])
 steps, kmax = np.asarray(run.evals["step"]), pa.shape[2]
 fig, axes = plotting.subplots(1, 3, figsize=(13, 3.6))
-plotting.band(axes[0], steps, pa[:, :, 0].T, label="pass@1")  # bands: 95% CI over seeds
-plotting.band(axes[0], steps, pa[:, :, kmax - 1].T, label=f"pass@{kmax}")
+# bands: 95% CI over seeds, clipped to [0, 1] (with 3 seeds a t band can leave it)
+plotting.band(axes[0], steps, pa[:, :, 0].T, label="pass@1", bounds=(0, 1))
+plotting.band(axes[0], steps, pa[:, :, kmax - 1].T, label=f"pass@{kmax}", bounds=(0, 1))
 axes[0].set(xlabel="RL step", ylabel="held-out pass@k", title="during GRPO (95% CI)")
 axes[0].axhline(pa[0, :, 0].mean(), color="k", lw=0.8, ls=":", label="SFT base pass@1")
 axes[0].legend()
 ks = np.arange(1, kmax + 1)
-plotting.band(axes[1], ks, pa[0], label="SFT base")
-plotting.band(axes[1], ks, pa[-1], label=f"after {run.steps_done} GRPO steps")
+plotting.band(axes[1], ks, pa[0], label="SFT base", bounds=(0, 1))
+plotting.band(axes[1], ks, pa[-1], label=f"after {run.steps_done} GRPO steps", bounds=(0, 1))
 axes[1].set(xscale="log", xlabel="k", ylabel="held-out pass@k", title="pass@k curve")
 axes[1].set_xscale("log", base=2)
 axes[1].legend()
 plotting.band(axes[2], np.arange(run.steps_done), np.asarray(run.history["zero_adv_frac"]).T,
-              label="zero-advantage groups")
+              label="zero-advantage groups", bounds=(0, 1))
 axes[2].set(xlabel="RL step", ylabel="fraction of groups", ylim=(0, 1),
             title="groups without learning signal")
 fig.tight_layout()
+
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
 
 # %%
 g = TG.gains(run)  # each seed against its own base
@@ -211,9 +227,22 @@ for d in decided:
 #
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** Verify the multi-level reward on your own strings: which of `"231>132"`, `"23>132"` and
 # `"231>13"` are well-formatted for 47 + 85, and what reward does each get?
-#
+
+# %%
+# Your answer: {"231>132": reward, "23>132": reward, "231>13": reward}
+course.check_multilevel_rewards(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # ```python
@@ -222,16 +251,22 @@ for d in decided:
 #     v = tasks.verify(p, text)
 #     print(text, v.correct, v.format_ok, tasks.reward(v, "multi"))
 # ```
-# `231>132`: correct and well formatted, reward 2.0 (0.5 format + 1.5 correctness); `23>132`:
-# right answer after a malformed worked sum, 1.5; `231>13`: wrong answer, and the verifier does
-# not accept its format either, 0. The reward is what the verifier's own
-# parser says, never `eval`.
+# `231>132`: correct and well formatted, reward 2.0 (0.5 format + 1.5 correctness). `23>132`:
+# the worked sum is malformed, and the verifier then rejects the whole response (neither well
+# formatted nor correct, although 132 is the right sum): 0. `231>13`: wrong answer, and the
+# verifier does not accept its format either: 0. The reward is what the verifier's own parser
+# says, never `eval` (`course.check_multilevel_rewards` computes it with the verifier).
 # </details>
 #
 # **2.** Show that the unbiased pass@k estimator equals the probability that $k$ samples drawn
 # *without replacement* from the $n$ contain at least one correct one, and check
 # `metrics.pass_at_k(16, 4, 4)` by brute force.
-#
+
+# %%
+# Your answer: pass@4 from 16 samples with 4 correct
+course.check_pass_at_k(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # All $k$ draws are wrong with probability $\binom{n-c}{k}/\binom{n}{k}$ (choose $k$ of the
@@ -250,7 +285,12 @@ for d in decided:
 # **3.** The right panel above counts groups whose G = 8 rewards are all equal. What does such
 # a group contribute to the GRPO gradient, and how would a larger G change the fraction for a
 # problem the model solves with probability 0.9?
-#
+
+# %%
+# Your answer: the probability that G = 8 rewards are all equal when p = 0.9 (then try G = 16)
+course.check_all_equal_fraction(answer=None, p=0.9, group_size=8)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # Nothing: all its advantages are 0. The fraction for one problem is $p^G + (1-p)^G$:

@@ -16,6 +16,11 @@
 # %% [markdown]
 # # MC-GRPO: when does a median baseline help?
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # MC-GRPO (code `lotusroot-kim/MC-GRPO`) replaces GRPO's group-mean baseline by the **median of
 # G+1 rollouts**,
 #
@@ -31,7 +36,7 @@
 # and on the tiny transformer with the authors' own setup (section 5).
 # Everything calls the same functions as `simulations/mc_grpo.py` (`rlvr-lab run mc_grpo_sign_flip`,
 # `mc_grpo_training`, `mc_grpo_mad_pitfall`, `mc_grpo_small`, `mc_grpo_bank_authors`); the
-# committed figures of the full run come from there. The outputs below are from quick mode (`RLVR_LAB_QUICK=1`).
+# committed figures of the full run come from there. The outputs below are from quick mode (the default).
 #
 # **Verdicts.** Each experiment declares its claims once (`M.SIGN_FLIP_CLAIMS`,
 # `M.TRAINING_CLAIMS`, `M.SMALL_CLAIMS`, ...: `rlvr_lab.claims.Declared`, with the estimand
@@ -48,7 +53,7 @@
 
 # %%
 from rlvr_lab.io import quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 
 import jax
 import numpy as np
@@ -280,6 +285,16 @@ else:
 results = M.run_study(jax.random.key(7), configs, seeds)
 fig = M.plot_study_curves(results)
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %%
 final = M.final_table(results)
 fig = M.plot_final(final)
@@ -490,9 +505,22 @@ side
 # %% [markdown]
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** Show, with the slider or `sf.flip_statistics`, that with binary rewards neither baseline
 # ever flips a sign, and explain why in one line.
-#
+
+# %%
+# Your answer: the largest flip probability of either baseline for binary rewards, G = 2, 4, 8
+course.check_binary_flips(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # ```python
@@ -507,7 +535,12 @@ side
 #
 # **2.** For the outlier law {0, 1, 10} with probabilities (0.5, 0.45, 0.05), why does the median's
 # advantage *grow* with G while for the paper-like law it shrinks?
-#
+
+# %%
+# Your answer: the probability that a group of G = 8 holds at least one 10
+course.check_outlier_share(answer=None, group_size=8)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # The population mean is $0.45 + 0.5 = 0.95 < 1$, so a reward of 1 has a positive true
@@ -519,7 +552,12 @@ side
 #
 # **3.** The `mad` scale divides by the MAD. For a group of $G + 1 = 3$ binary rewards, what is
 # the MAD and what advantage does the minority rollout get with $\epsilon = 10^{-3}$?
-#
+
+# %%
+# Your answer: the advantage of the minority rollout of (0, 0, 1) with eps = 1e-3
+course.check_mad_advantage(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # With rewards (0, 0, 1) the median is 0 and the absolute deviations are (0, 0, 1), whose

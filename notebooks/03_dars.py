@@ -16,6 +16,11 @@
 # %% [markdown]
 # # DARS and DARS-B: depth, breadth and pass@k on the prompt bank
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # *Paper:* "Depth-Breadth Synergy in RLVR" (DARS / DARS-B; code `yangzhch6/DARS`). Two claims
 # about GRPO-style training:
 #
@@ -28,11 +33,11 @@
 #
 # Every figure below comes from the same functions as `rlvr-lab run dars_theory` /
 # `dars_study` / `dars_small` (`simulations/dars.py`; arXiv:2508.13755). The outputs below are from quick mode
-# (`RLVR_LAB_QUICK=1`).
+# (the default).
 
 # %%
 from rlvr_lab.io import quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 
 import jax
 import numpy as np
@@ -157,6 +162,16 @@ methods = D.QUICK_METHODS if QUICK else D.METHODS
 result = D.run_study(jax.random.fold_in(jax.random.key(0), 5), settings, SEEDS, methods)
 fig = D.training_figure(result)
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # Top: against steps. Bottom: against rollouts spent (log scale); the vertical line is the
 # total budget of GRPO N=8. The pass@k plot puts the exact population pass@k (lines) next to
@@ -280,10 +295,23 @@ pd.DataFrame([dict(claim=c.id, rule=c.rule, direction=c.direction, threshold=c.t
 # %% [markdown]
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** Derive $E[2N\hat a(1-\hat a)] = 2(N-1)p(1-p)$ for $\hat a = C/N$,
 # $C \sim \mathrm{Binomial}(N, p)$, and check it numerically with
 # `theory.expected_cumulative_advantage`.
-#
+
+# %%
+# Your answer: a function fn(p, N) -> your closed form of E[2N a(1-a)]
+course.check_expected_cumulative_advantage(fn=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # $E[C] = Np$, $E[C^2] = Np(1-p) + N^2p^2$, so
@@ -299,7 +327,12 @@ pd.DataFrame([dict(claim=c.id, rule=c.rule, direction=c.direction, threshold=c.t
 # **2.** With the slider (or `allocation.dars_extra_rollouts`), find how many extra rollouts HW
 # gives an all-wrong prompt at N = 8, and what fraction of a GRPO N=8 batch that is if a quarter
 # of the prompts are all-wrong.
-#
+
+# %%
+# Your answer: HW's extra rollouts for an all-wrong prompt at N = 8, and the batch cost vs GRPO N=8
+course.check_hw_extra(extra=None, cost_ratio=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # ```python
@@ -312,7 +345,12 @@ pd.DataFrame([dict(claim=c.id, rule=c.rule, direction=c.direction, threshold=c.t
 #
 # **3.** Why does the tabular bank make "GRPO N=32 raises pass@k" easy, while the paper reports
 # it does not for an LLM?
-#
+
+# %%
+# Your answer: does an update on one prompt of the bank move another prompt's policy? True / False
+course.check_bank_shares_parameters(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # In the bank each prompt has its own logits: more samples on a hard prompt only move that

@@ -15,6 +15,11 @@
 
 # %% [markdown]
 # # BroRL — broadened exploration
+#
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
 # Mass balance, rollout-size sweep, reviving a saturated run.
 #
 # BroRL (no public code) argues that increasing the number of rollouts per prompt N to
@@ -31,12 +36,12 @@
 # (`docs/claims.md`). Below, the same engine calls are made on this notebook's runs and their
 # rows are shown: claim, verdict, estimate, ci_low, ci_high, threshold, n_seeds, n_bases.
 #
-# The outputs below are from quick mode (`RLVR_LAB_QUICK=1`, about a minute); the committed
+# The outputs below are from quick mode (the default); the committed
 # figures of the full run come from `rlvr-lab run brorl_mass_balance` and `... brorl_training`.
 
 # %%
 from rlvr_lab.io import quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 
 import functools
 import jax
@@ -281,6 +286,16 @@ res = S.training_study(jax.random.fold_in(key, 5), STUDY, SEEDS)
 tdf = S.training_frame(res, STUDY)
 fig = S.plot_training(tdf, res, STUDY)
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # The two bank claims, per seed (paired: the same phase 1 and keys): the accuracy gain of N = 512
 # over N = 16 after phase 2 (superiority above +0.01, fail below 0) and the change of the
@@ -404,9 +419,22 @@ small_rows[ROW]
 # %% [markdown]
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** Show from the formula that with full coverage ($S$ = every token) the unsampled term
 # vanishes and $dQ_{pos} \ge 0$. Check it with `mb.mass_balance(z, correct, sampled=all True)`.
-#
+
+# %%
+# Your answer: the unsampled term at full coverage, and whether the total is >= 0 (True / False)
+course.check_full_coverage(unsampled=None, total_nonnegative=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # With $S$ = everything, $U_{pos,2} = U_{neg,2} = 0$, so only the two sampled terms remain, both
@@ -423,7 +451,12 @@ small_rows[ROW]
 #
 # **2.** With the slider, set Q0 = 0.5 and |C| = 512, update "idealised": the correct *mass*
 # rises, yet section 2 says most correct tokens go down. How can both hold?
-#
+
+# %%
+# Your answer: can the correct mass rise while most correct tokens go down? True / False
+course.check_mass_vs_tokens(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # The mass is a sum: the large correct tokens gain more than the many small ones lose. At full
@@ -435,7 +468,12 @@ small_rows[ROW]
 # **3.** The fraction of all-equal groups in the saturated run is
 # $\mathrm{mean}_k[p_k^N + (1-p_k)^N]$. Why does it fall so slowly from N = 16 to N = 512 for
 # prompts with $p_k \approx 10^{-4}$?
-#
+
+# %%
+# Your answer: the all-equal fraction of a prompt with p = 1e-4 at N = 512 (then N = 16)
+course.check_all_equal_fraction(answer=None, p=1e-4, group_size=512, exercise="04.3")
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # $(1 - p)^N \approx e^{-Np}$: at $p = 10^{-4}$ it is 0.998 at N = 16 and still 0.95 at N = 512.

@@ -16,6 +16,11 @@
 # %% [markdown]
 # # CurES and E3: which prompts, and how many rollouts each
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # *Papers:* **CurES** ("From Gradient Analysis to Efficient Curriculum Learning for Reasoning
 # LLMs", code `ZexuSun/CurES`) and **E3** (dynamic rollout budgets and entropy-targeting
 # temperature, code `LiaoMengqi/E3-RL4LLMs`).
@@ -26,11 +31,11 @@
 # gradient arguments can be checked directly. Every figure comes from the functions behind
 # `rlvr-lab run cures_theory / cures_study / e3_temperature` (`simulations/cures.py`,
 # `simulations/e3.py`); section 6 moves to the tiny transformer (`cures_small`, `e3_small`).
-# The outputs below are from quick mode (`RLVR_LAB_QUICK=1`).
+# The outputs below are from quick mode (the default).
 
 # %%
 from rlvr_lab.io import quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 
 import dataclasses
 import math
@@ -172,6 +177,16 @@ curves, stable, per_prompt = S.sampling_analysis(True, banks=BANK_SET)
 fig = S.sampling_figure(curves, stable, per_prompt)
 stable[["bank", "rule", "steps_to_target", "speedup_vs_uniform", "gain_vs_best",
         "is_efficiency"]].round(3)
+
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
 
 # %% [markdown]
 # ## 4. Training at equal rollout budget
@@ -339,9 +354,22 @@ bank_claims[["experiment"] + ROW]
 #
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** Show that CurES' sampler with the authors' $t_i = 100(Acc_i + 1)$ is uniform to within
 # 0.5%, whatever the posterior: compute the largest ratio $q_{max}/q_{min}$ it can produce.
-#
+
+# %%
+# Your answer: the largest ratio q_max / q_min the authors' temperature allows
+course.check_cures_uniform_ratio(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # The exponent $\sqrt{\hat p(1-\hat p)}/t$ lies in $[0, 0.5/100] = [0, 0.005]$ (since $t \ge 100$),
@@ -352,7 +380,12 @@ bank_claims[["experiment"] + ROW]
 # **2.** With Neyman allocation $n_i \propto \sigma_i$ at a total of $n$ rollouts, show that the
 # variance $\sum_i \sigma_i^2/n_i$ equals $(\sum_i\sigma_i)^2/n$, and compare it with uniform
 # allocation for $p = (0.01, 0.5)$.
-#
+
+# %%
+# Your answer: uniform variance / Neyman variance for p = (0.01, 0.5)
+course.check_neyman_factor(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # With $n_i = n\sigma_i/\sum_j\sigma_j$: $\sum_i \sigma_i^2/n_i = \sum_i \sigma_i\sum_j\sigma_j/n
@@ -363,7 +396,12 @@ bank_claims[["experiment"] + ROW]
 # **3.** E3's temperature rule has $H_t = H^*$ as a fixed point. Which direction does $T$ move
 # when the entropy has collapsed below the target, and by how much per step when
 # $H_t = H^*/2$, $T = 1$, $V = 16$?
-#
+
+# %%
+# Your answer: T after one step from T = 1 when H_t = H*/2, V = 16
+course.check_e3_temperature(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # $\ln(H^*/H_t) = \ln 2 > 0$, so $T$ rises: $T \leftarrow 1 + \ln 2/(\ln 16 + \ln\ln 16)

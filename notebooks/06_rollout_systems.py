@@ -16,6 +16,11 @@
 # %% [markdown]
 # # Rollout systems: synchronous, APRIL, AReaL, ECHO-2 and async agents
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # Rollout is most of the wall time of RL for LLMs, and its long tail of response lengths idles
 # GPUs. Four seed papers change the *system* rather than the loss:
 #
@@ -30,7 +35,7 @@
 # with my length distribution, model and cluster?* Every figure here is made by the same
 # functions as `rlvr-lab run systems_*` (module `simulations/rollout_systems.py`).
 #
-# The outputs below are from quick mode (`RLVR_LAB_QUICK=1`, as the test suite runs it).
+# The outputs below are from quick mode (the default, as the test suite runs it).
 
 # %%
 # Install cell: only needed outside a checkout where rlvr_lab is not installed yet.
@@ -40,7 +45,7 @@ if importlib.util.find_spec("rlvr_lab") is None:
 
 # %%
 from rlvr_lab.io import output_dir, quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 OUT = output_dir() / "06_rollout_systems"
 
 import time
@@ -245,6 +250,16 @@ for c, corr in enumerate(learning.CORRECTIONS):
 ax.set(xlabel="η", ylabel="mean accuracy over the run", title="stale rollouts: naive vs decoupled PPO")
 ax.legend(); print(f"{time.time() - t0:.1f} s")
 
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
+
 # %% [markdown]
 # ### Staleness on the small model
 # On the bank each prompt's row is updated once per step with one epoch over distinct prompts,
@@ -407,46 +422,7 @@ else:
     E.show_figures(res, OUT)
 
 # %% [markdown]
-# ## Exercises
-#
-# **1.** In the capacity model, for $T = 60$ s and $D + L = 140$ s, what is the smallest staleness
-# bound $S$ at which the dissemination term no longer limits the step time? Check with the slider.
-#
-# <details><summary>Solution</summary>
-#
-# The term binds while $(T + D + L)/(S + 1) > T$, i.e. $S < (D + L)/T = 2.33$: from $S = 3$ on,
-# enough throughput brings $U$ to 1.
-# </details>
-#
-# **2.** From the decode cost $\tau(b, C) = \tau_0 + \tau_1 b + \tau_2 C$, derive the tokens/s of a
-# worker running $b$ sequences of context $c$ each, and its limit for large $b$. Evaluate both
-# for the 8B preset with $c = 3000$.
-#
-# <details><summary>Solution</summary>
-#
-# One step produces $b$ tokens in $\tau_0 + b(\tau_1 + \tau_2 c)$ seconds, so the rate is
-# $b/(\tau_0 + b(\tau_1 + \tau_2 c)) \to 1/(\tau_1 + \tau_2 c)$: long contexts, not batch size,
-# cap a worker's throughput.
-#
-# ```python
-# e = ENGINE_PRESETS["8b"]
-# for b in (1, 16, 128, 10**6):
-#     print(b, b / e.step_time(b, b * 3000))
-# print("limit", 1 / (e.tau1 + e.tau2 * 3000))
-# ```
-# </details>
-#
-# **3.** Why does APRIL gain most for a *moderate* tail of response lengths (section 3)?
-#
-# <details><summary>Solution</summary>
-#
-# A step ends when N *groups* are complete, and a group is complete only when its slowest
-# response is. With a heavy tail most groups contain a long response, so stopping at N of
-# $rN$ groups still waits for long ones; with a light tail there is little idle time to win.
-# </details>
-
-# %% [markdown]
-# ## ROLL: a rollout scheduler that aborts, device mappings, and scaling out
+# ## 10. ROLL: a rollout scheduler that aborts, device mappings, and scaling out
 #
 # ROLL (arXiv:2506.06122, `rlvr_lab.papers.roll`, experiment `roll`) manages every sample of the
 # rollout stage through its lifecycle: **queued → generating → rewarded → used**, or *aborted*
@@ -559,4 +535,67 @@ roll_sim[["model", "devices", "colocated", "disaggregated", "disaggregated_async
 # side on this heavy-tailed workload; only where the best split makes the two sides close (8
 # GPUs: 142.7 s → 148.5 s) does the slower network show. Synchronous disaggregation, which adds
 # the transfer to the sum, loses to colocation everywhere in this cost model anyway.
+# </details>
+
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
+# **1.** In the capacity model, for $T = 60$ s and $D + L = 140$ s, what is the smallest staleness
+# bound $S$ at which the dissemination term no longer limits the step time? Check with the slider.
+
+# %%
+# Your answer: the smallest staleness bound S (an integer) for T = 60 s, D + L = 140 s
+course.check_staleness_bound(answer=None)
+
+# %% [markdown]
+# <details><summary>Solution</summary>
+#
+# The term binds while $(T + D + L)/(S + 1) > T$, i.e. $S < (D + L)/T = 2.33$: from $S = 3$ on,
+# enough throughput brings $U$ to 1.
+# </details>
+#
+# **2.** From the decode cost $\tau(b, C) = \tau_0 + \tau_1 b + \tau_2 C$, derive the tokens/s of a
+# worker running $b$ sequences of context $c$ each, and its limit for large $b$. Evaluate both
+# for the 8B preset with $c = 3000$.
+
+# %%
+# Your answer: the large-b tokens/s limit of the 8B preset at context 3000
+course.check_decode_limit(answer=None)
+
+# %% [markdown]
+# <details><summary>Solution</summary>
+#
+# One step produces $b$ tokens in $\tau_0 + b(\tau_1 + \tau_2 c)$ seconds, so the rate is
+# $b/(\tau_0 + b(\tau_1 + \tau_2 c)) \to 1/(\tau_1 + \tau_2 c)$: long contexts, not batch size,
+# cap a worker's throughput.
+#
+# ```python
+# e = ENGINE_PRESETS["8b"]
+# for b in (1, 16, 128, 10**6):
+#     print(b, b / e.step_time(b, b * 3000))
+# print("limit", 1 / (e.tau1 + e.tau2 * 3000))
+# ```
+# </details>
+#
+# **3.** Why does APRIL gain most for a *moderate* tail of response lengths (section 3)?
+
+# %%
+# Your answer: 'light', 'moderate' or 'heavy'
+course.check_april_tail(answer=None)
+
+# %% [markdown]
+# <details><summary>Solution</summary>
+#
+# A step ends when N *groups* are complete, and a group is complete only when its slowest
+# response is. With a heavy tail most groups contain a long response, so stopping at N of
+# $rN$ groups still waits for long ones; with a light tail there is little idle time to win.
 # </details>

@@ -16,6 +16,11 @@
 # %% [markdown]
 # # Rollout efficiency on the small model: SPEC-RL and FP8 rollouts
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # *Papers:* **SPEC-RL** (speculative rollouts, code `ShopeeLLM/Spec-RL`) and veRL's **FP8
 # rollouts with importance-sampling correction** (truncated / masked importance sampling, TIS /
 # MIS).
@@ -25,7 +30,7 @@
 # train–inference mismatch: the tokens the trainer learns from were not drawn from the policy it
 # is updating. Everything runs on the tiny transformer (`rlvr_lab.models.transformer`, SFT base
 # from `rlvr_lab.train.sft`) with the functions behind `rlvr-lab run spec_rl` and
-# `rlvr-lab run fp8`. The outputs below are from quick mode (`RLVR_LAB_QUICK=1`, a pipeline
+# `rlvr-lab run fp8`. The outputs below are from quick mode (the default, a pipeline
 # check); the committed figures come from full runs.
 #
 # **Verdicts.** Both experiments declare their claims once (`S.CLAIMS`, `F.CLAIMS`:
@@ -39,7 +44,7 @@
 
 # %%
 from rlvr_lab.io import quick_mode
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 
 import math
 
@@ -155,6 +160,16 @@ fig.tight_layout()
 
 # %%
 fig = spec_rl.figure(df)
+
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
 
 # %% [markdown]
 # **Reading it.** Tokens generated fall monotonically with ℓ, and the reduction over a run

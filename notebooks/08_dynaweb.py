@@ -16,6 +16,11 @@
 # %% [markdown]
 # # DynaWeb: an agent trained inside a learned world model of a toy web
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # *Paper:* "Model-Based Reinforcement Learning of Web Agents" (DynaWeb, arXiv:2601.22149).
 # The idea is the Dyna loop brought to agentic RLVR: learn a **world model** of the web from
 # real interaction, let the policy **dream** many rollouts inside it and train on them with a
@@ -29,7 +34,7 @@
 # 3. when does the world model's error make dreaming worse than real-only RL?
 #
 # Everything below calls the same functions as `rlvr-lab run dynaweb`
-# (`simulations/dynaweb.py`). Set `RLVR_LAB_QUICK=1` for the small settings.
+# (`simulations/dynaweb.py`). Quick settings are the default (`RLVR_LAB_QUICK=0`: full).
 
 # %%
 from rlvr_lab.io import quick_mode
@@ -43,7 +48,7 @@ from rlvr_lab.envs import toy_web as W
 from rlvr_lab.papers.dynaweb import dyna, world_model as wm
 from simulations import dynaweb as S
 
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 SEEDS = 4 if QUICK else 8
 pd.set_option("display.width", 200)
 print("quick" if QUICK else "full", "mode,", SEEDS, "seeds")
@@ -170,6 +175,16 @@ ax.axhline(summary.initial_success.mean(), color="k", ls=":", lw=1, label="unifo
 ax.set(xscale="log", xlabel="cumulative real interactions",
        ylabel="exact success (mean over tasks)", title="success per real interaction")
 ax.legend(loc="lower right");
+
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
 
 # %% [markdown]
 # Dreaming reaches a success that real-only RL needs several times more real interactions to

@@ -16,6 +16,11 @@
 # %% [markdown]
 # # SAR: exposure bias in next-scale generation
 #
+# **Runtime:** to be measured (quick mode; `python notebooks/execute.py` measures it and writes this line)
+#
+# Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
+# (slower; the committed figures of `rlvr-lab reproduce` use them).
+#
 # *Paper:* "Rethinking Training Dynamics in Scale-wise Autoregressive Generation" (SAR,
 # arXiv:2512.06421). A next-scale (VAR-style) model generates an image coarse to fine: all
 # tokens of a scale in parallel, conditioned on every coarser scale. It is trained with
@@ -33,7 +38,7 @@
 # The arms follow the authors' public training code (see `rlvr_lab.papers.sar.train`).
 #
 # Everything below calls the same functions as `rlvr-lab run sar` (`simulations/sar.py`).
-# Set `RLVR_LAB_QUICK=1` for the small settings.
+# Quick settings are the default (`RLVR_LAB_QUICK=0`: full).
 
 # %%
 from rlvr_lab.io import quick_mode
@@ -45,7 +50,7 @@ from rlvr_lab import claims, experiments, plotting
 from rlvr_lab.papers.sar import data as D, metrics as X, run_bases, run_study
 from simulations import sar as S
 
-QUICK = quick_mode()
+QUICK = quick_mode(default=True)
 SEEDS = 4 if QUICK else 8      # for the exercises (run_study: one base per seed)
 PLAN = S.QUICK_PLAN if QUICK else S.FULL_PLAN   # the experiment's seeds nested in bases
 CONFIG = S.study_config(QUICK)
@@ -120,6 +125,16 @@ print(final.groupby("arm")[["fd", "support", "consistent"]].mean().round(3).to_s
 
 # %%
 fig = S.quality_figure(study.curves)
+
+
+# %% [markdown]
+# The key figure as a slide: one panel, 16:9, large fonts (`plotting.slide_figure`;
+# `plotting.save_figure(slide, "name", out_dir)` keeps it).
+
+# %%
+slide = plotting.slide_figure(fig, 0)
+
+
 
 # %% [markdown]
 # ## 4. Exposure bias per scale, before and after

@@ -13,6 +13,11 @@ rewrite every id), then it is executed with ``RLVR_LAB_QUICK=1`` in ``notebooks/
 A notebook in which a cell that makes a figure shows no image fails the run (see
 :func:`figure_report`; ``tests/core/test_notebooks.py`` checks the committed outputs the same
 way).
+
+Each run is timed: the wall time of the executed notebook (kernel start included) goes into
+``notebooks/runtimes.json`` and into the ``**Runtime:**`` line at the top of the notebook (the
+``.py`` and the ``.ipynb`` alike), and the course table of ``notebooks/README.md`` is
+regenerated from it (``rlvr_lab.course``). Nothing else writes those numbers.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -76,19 +82,33 @@ def execute(py: Path, timeout: int = 900) -> dict:
     old = {k: os.environ.get(k) for k in (*env, "MPLBACKEND")}
     os.environ.update(env)  # the kernel inherits this process's environment
     os.environ.pop("MPLBACKEND", None)  # so that the kernel uses the inline backend
+    start = time.perf_counter()
     try:
         NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                        resources={"metadata": {"path": str(HERE)}}).execute()
+        seconds = time.perf_counter() - start
     finally:
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+    _write_runtime(py, nb, seconds)
     nbformat.write(nb, ipynb)
     # the .ipynb is now newer than the .py with the same inputs; refresh the pairing stamp
     py.touch()
     return figure_report(nb)
+
+
+def _write_runtime(py: Path, nb, seconds: float) -> None:
+    """Store the measured runtime and write it into the notebook's runtime line (both files
+    of the pair carry the same text, so they stay in sync)."""
+    from rlvr_lab import course
+
+    entry = course.record_runtime(py.stem, seconds)
+    py.write_text(course.set_runtime_line(py.read_text(), entry))
+    first = next(c for c in nb.cells if c.cell_type == "markdown")
+    first.source = course.set_runtime_line(first.source, entry)
 
 
 def main(argv: list[str]) -> int:
@@ -109,6 +129,9 @@ def main(argv: list[str]) -> int:
                  else ""), flush=True)
         if report["missing"] or report["unexpected"]:
             failed.append(py.stem)
+    from rlvr_lab import course
+
+    print(f"course table: {course.sync_course_block()}")
     if failed:
         print("failed (execution or figure check):", ", ".join(failed))
     return 1 if failed else 0

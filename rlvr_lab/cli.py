@@ -325,8 +325,9 @@ def _cmd_bench(args) -> int:
         print(f"wrote {out / 'bench.json'} and bench.png/.pdf", file=sys.stderr)
         from rlvr_lab import report
 
-        report.sync_block(benchmarks.readme_block(records, title), out,
-                          benchmarks.README_START, benchmarks.README_END)
+        report.sync_block(benchmarks.readme_block(records, title, figures="../figures"), out,
+                          benchmarks.README_START, benchmarks.README_END,
+                          readme=report.ROOT / benchmarks.README_PAGE)
     return 0
 
 

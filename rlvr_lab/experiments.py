@@ -740,8 +740,12 @@ def claims_markdown(df: pd.DataFrame, *, quick: bool) -> str:
              "**Source tags** in the paper value: `[summary]` the paper's abstract or summary; "
              "`[authors' code]` read from the authors' code; `[ours, to verify]` our reading, "
              "not stated by the paper. References: `docs/papers.md`.", ""]
+    from rlvr_lab import report
+
     for paper, part in df.groupby("paper", sort=True):
         lines += [f"## {paper}", "", verdict_counts(part) + ".", ""]
+        why = report.why_not_pass(part)
+        lines += [why, ""] if why else []
         for r in part.itertuples():
             verdict = "**FAIL**" if r.verdict == "fail" else r.verdict
             measured = r.measured_text if pd.isna(r.measured) else r.measured
@@ -959,8 +963,9 @@ def format_table(df: pd.DataFrame, width: int | None = None) -> str:
         return "(no claims)"
     width = width or shutil.get_terminal_size((100, 24)).columns
     status = df["verdict"].map({"fail": "FAIL"}).fillna(df["verdict"])
-    measured = [_interval_text(r) or (r.measured_text if pd.isna(r.measured)
-                                        else f"{r.measured:.4g}") for r in df.itertuples()]
+    measured = [_interval_text(r) or (r.measured_text if pd.isna(r.measured) else (
+        f"{r.measured:.4g} {r.unit}" if isinstance(getattr(r, "unit", None), str) and r.unit
+        else f"{r.measured:.4g}")) for r in df.itertuples()]
     show = pd.DataFrame({"experiment": df["experiment"], "claim": df["claim"],
                          "measured": measured, "paper": df["paper_value"].fillna(""),
                          "status": status})
@@ -976,19 +981,46 @@ def format_table(df: pd.DataFrame, width: int | None = None) -> str:
     return "\n".join(out)
 
 
-def load(name: str, *, quick: bool = False, out_dir: str | Path | None = None) -> pd.DataFrame:
+def load(name: str, *, quick: bool = False, out_dir: str | Path | None = None,
+         verbose: bool = True) -> pd.DataFrame:
     """The claims of experiment ``name`` as stored by its last run (one row per claim).
 
-    Tables saved by the experiment are in ``<out>/data/<table>.csv.gz`` (``pd.read_csv``).
-    Raises ``FileNotFoundError`` naming the file when the experiment has not been run there.
+    Without ``out_dir`` it looks where ``rlvr-lab run`` writes (:func:`run_out_dir`:
+    ``$RLVR_LAB_OUTPUT``, ``quick/`` for quick) and where ``rlvr-lab reproduce`` writes
+    (:func:`default_out_dir`: the figures folder), takes the newer readable result, says which
+    file it read (``verbose``) and records it in ``df.attrs["source"]``. Tables saved by the
+    experiment are in ``<out>/data/<table>.csv.gz`` (``pd.read_csv``). Raises
+    ``FileNotFoundError`` naming every file it tried when the experiment has not been run there.
     """
-    out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
-    path = _result_path(out, name)
-    result = _read_result(path)
-    if result is None:
-        raise FileNotFoundError(f"no readable result for {name!r} at {path}; run "
+    outs = [Path(out_dir)] if out_dir is not None else _load_candidates(quick)
+    found = []
+    for out in outs:
+        path = _result_path(out, name)
+        result = _read_result(path)
+        if result is not None:
+            found.append((path.stat().st_mtime, path, result))
+    if not found:
+        tried = " or ".join(str(_result_path(out, name)) for out in outs)
+        raise FileNotFoundError(f"no readable result for {name!r} at {tried}; run "
                                 f"`rlvr-lab run {name}{' --quick' if quick else ''}` first")
-    return result.claims_frame()
+    _, path, result = max(found, key=lambda f: f[0])
+    if verbose and out_dir is None:
+        print(f"{name}: loaded {path}")
+    df = result.claims_frame()
+    df.attrs["source"] = str(path)
+    return df
+
+
+def run_out_dir(quick: bool) -> Path:
+    """Where ``rlvr-lab run`` writes by default (``$RLVR_LAB_OUTPUT``, ``quick/`` for quick)."""
+    base = _io.output_dir()
+    return base / "quick" if quick else base
+
+
+def _load_candidates(quick: bool) -> list[Path]:
+    """The folders :func:`load` searches: ``rlvr-lab run``'s, then ``reproduce``'s."""
+    outs = [run_out_dir(quick), default_out_dir(quick)]
+    return [o for i, o in enumerate(outs) if o.resolve() not in {p.resolve() for p in outs[:i]}]
 
 
 def show_figures(result: Result, out_dir: str | Path, width: int = 720) -> list[Path]:

@@ -5,7 +5,8 @@ target folder + rename), so an interrupted run never leaves a half-written file.
 come from environment variables, read here and nowhere else:
 
 - ``RLVR_LAB_QUICK``: quick (small) settings in notebooks; ``1``/``true`` quick,
-  ``0``/``false``/empty full (default full).
+  ``0``/``false``/empty full; unset, each caller's default (notebooks call
+  ``quick_mode(default=True)``: quick unless ``RLVR_LAB_QUICK=0``).
 - ``RLVR_LAB_FIGURES``: where ``rlvr-lab reproduce`` writes figures and claims (default the
   checkout's tracked ``figures/``).
 - ``RLVR_LAB_OUTPUT``: where notebooks and ``rlvr-lab run`` write (default

@@ -90,12 +90,97 @@ def mean_ci(values: npt.ArrayLike, axis: int = 0,
 
 def band(ax: Axes, x: npt.ArrayLike, values: npt.ArrayLike, *, label: str | None = None,
          color: ColorType | None = None, level: float = 0.95, alpha: float = 0.2,
-         **line_kw: Any) -> Line2D:
-    """Plot the mean over seeds (axis 0 of ``values``) with a shaded ``level`` CI band."""
+         bounds: tuple[float | None, float | None] | None = None, **line_kw: Any) -> Line2D:
+    """Plot the mean over seeds (axis 0 of ``values``) with a shaded ``level`` CI band.
+
+    ``bounds=(low, high)`` clips the band to the range the quantity can take (a probability:
+    ``(0, 1)``; an entropy: ``(0, None)``): with few seeds (quick mode) a t interval can
+    otherwise leave it, e.g. a success probability's band above 1."""
     mean, half = mean_ci(values, axis=0, level=level)
     (line,) = ax.plot(x, mean, label=label, color=color, **line_kw)
-    ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=alpha, lw=0)
+    low, high = mean - half, mean + half
+    if bounds is not None:
+        low, high = (np.clip(v, bounds[0], bounds[1]) for v in (low, high))
+    ax.fill_between(x, low, high, color=line.get_color(), alpha=alpha, lw=0)
     return line
+
+
+def legend_outside(fig: Figure, handles: list | None = None, labels: list | None = None, *,
+                   ax: Axes | None = None, width: float = 0.22, **kw: Any):
+    """One legend to the right of every panel, never over the data: the panels are laid out in
+    the left ``1 - width`` of the figure. Handles and labels default to those of ``ax`` (or
+    the first axes)."""
+    if handles is None:
+        handles, labels = (ax or fig.axes[0]).get_legend_handles_labels()
+    legend = fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1 - width, 0.5),
+                        fontsize=kw.pop("fontsize", 8), frameon=False, **kw)
+    fig.tight_layout(rect=(0, 0, 1 - width, 0.95 if fig.get_suptitle() else 1))
+    return legend
+
+
+# 16:9 at 13.33 x 7.5 in (a slide), fonts large enough to read from the back of a room
+SLIDE_SIZE = (13.33, 7.5)
+SLIDE_STYLE = {"font.size": 20, "axes.titlesize": 24, "axes.labelsize": 22,
+               "xtick.labelsize": 18, "ytick.labelsize": 18, "legend.fontsize": 17,
+               "lines.linewidth": 3.0, "figure.titlesize": 24}
+
+
+def slide_figure(fig: Figure, panel: int = 0, *, title: str | None = None,
+                 legend: bool | None = None) -> Figure:
+    """A slide-ready single-panel copy of one panel of ``fig``: 16:9, large fonts, the panel's
+    lines, bands, bars, labels, scales, limits and legend redrawn on a new figure (the
+    original is left as it was). ``panel`` indexes ``fig.axes``; ``legend`` None keeps a
+    legend where the figure had one.
+
+    Usage in a notebook: ``plotting.slide_figure(fig, 0)``; to keep it,
+    ``plotting.save_figure(plotting.slide_figure(fig, 0), "name_slide", out_dir)``.
+    """
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Rectangle
+    from matplotlib.ticker import FixedLocator, ScalarFormatter
+
+    src = fig.axes[panel]
+    # every part is copied on its own: a part that cannot be copied is left out, so a slide
+    # is always made (a notebook cell never fails on an unusual panel)
+    keep = contextlib.suppress(Exception)
+    with house_style(), plt.rc_context(SLIDE_STYLE):
+        new, ax = plt.subplots(figsize=SLIDE_SIZE)
+        for coll in src.collections:
+            with keep:
+                if isinstance(coll, PolyCollection) and len(coll.get_facecolor()):
+                    for path in coll.get_paths():
+                        ax.fill(*path.vertices.T, color=coll.get_facecolor()[0], lw=0)
+        for line in src.get_lines():
+            with keep:
+                ax.plot(*line.get_data(), color=line.get_color(), ls=line.get_linestyle(),
+                        marker=line.get_marker(), label=line.get_label(),
+                        lw=max(line.get_linewidth() * 1.8, 2.5))
+        for patch in src.patches:
+            with keep:
+                if isinstance(patch, Rectangle):
+                    ax.add_patch(Rectangle(patch.get_xy(), patch.get_width(),
+                                           patch.get_height(), color=patch.get_facecolor()))
+        with keep:
+            ax.set_xscale(src.get_xscale())
+        with keep:
+            ax.set_yscale(src.get_yscale())
+        with keep:
+            ax.set(xlim=src.get_xlim(), ylim=src.get_ylim())
+        ax.set(xlabel=src.get_xlabel(), ylabel=src.get_ylabel(),
+               title=src.get_title() if title is None else title)
+        with keep:  # categorical ticks (bar charts) keep their names; numeric ones are redrawn
+            if isinstance(src.xaxis.get_major_locator(), FixedLocator) and not isinstance(
+                    src.xaxis.get_major_formatter(), ScalarFormatter):
+                ax.set_xticks(src.get_xticks(), [t.get_text() for t in src.get_xticklabels()])
+                ax.set_xlim(src.get_xlim())
+        if legend or (legend is None and (src.get_legend() is not None or fig.legends)):
+            if ax.get_legend_handles_labels()[0]:
+                old = src.get_legend()
+                title_text = old.get_title().get_text() if old is not None else ""
+                ax.legend(title=title_text or None)
+        with keep:
+            new.tight_layout()
+    return new
 
 
 def subplots(*args: Any, **kwargs: Any) -> tuple[Figure, Any]:

@@ -84,16 +84,16 @@ def plot(run: sequence.Run, config: sequence.SequenceRLConfig):
     steps = np.asarray(run.evals["step"])
     kmax = pa.shape[2]
     ax = axes[0]
-    plotting.band(ax, steps, pa[:, :, 0].T, label="pass@1")
-    plotting.band(ax, steps, pa[:, :, kmax - 1].T, label=f"pass@{kmax}")
+    plotting.band(ax, steps, pa[:, :, 0].T, label="pass@1", bounds=(0, 1))
+    plotting.band(ax, steps, pa[:, :, kmax - 1].T, label=f"pass@{kmax}", bounds=(0, 1))
     ax.axhline(pa[0, :, 0].mean() + MIN_GAIN, color="0.4", ls="--", lw=0.8,
                label=f"base pass@1 {MIN_GAIN:+.2f} (criterion)")
-    ax.set(xlabel="RL step", ylabel="held-out", title="held-out pass@k during GRPO")
+    ax.set(xlabel="RL step", ylabel="held-out pass@k", title="held-out pass@k during GRPO")
     ax.legend()
     ax = axes[1]
     ks = np.arange(1, kmax + 1)
-    plotting.band(ax, ks, pa[0], label="SFT base")
-    plotting.band(ax, ks, pa[-1], label=f"after {run.steps_done} GRPO steps")
+    plotting.band(ax, ks, pa[0], label="SFT base", bounds=(0, 1))
+    plotting.band(ax, ks, pa[-1], label=f"after {run.steps_done} GRPO steps", bounds=(0, 1))
     ax.set_xscale("log", base=2)
     ax.set(xlabel="k", ylabel="held-out pass@k", title="pass@k curve (mean, 95% CI)")
     ax.legend()
@@ -104,9 +104,11 @@ def plot(run: sequence.Run, config: sequence.SequenceRLConfig):
                         ("zero_adv_frac", "zero-advantage fraction")):
         values = np.asarray(run.history[name]).T  # [S, steps]
         smooth = np.stack([np.convolve(v, np.ones(window) / window, "valid") for v in values])
-        plotting.band(ax, t, smooth, label=label)
-    ax.set(xlabel="RL step", title=f"training batch (B={config.num_prompts}, "
-                                   f"G={config.num_generations}; {window}-step mean)")
+        plotting.band(ax, t, smooth, label=label,
+                      bounds=(0, None) if name == "entropy" else (0, 1))
+    ax.set(xlabel="RL step", ylabel="pass@1, fraction; entropy (nats)",
+           title=f"training batch (B={config.num_prompts}, "
+                 f"G={config.num_generations}; {window}-step mean)")
     ax.legend()
     fig.tight_layout()
     return fig

@@ -62,3 +62,28 @@ def test_a_foreign_simulations_module_is_reported_not_used(monkeypatch):
     monkeypatch.setitem(sys.modules, "simulations", types.ModuleType("simulations"))
     with pytest.raises(ImportError, match="different package named 'simulations'"):
         experiments._simulations_package()
+
+
+@experiment("_test_load_after_run", paper="LoadPaper", claims=("here",), quick_seeds=1)
+def _load_after_run(ctx):
+    return [claim("here", "s", 2.0, True, "c")]
+
+
+def test_load_reads_what_the_cli_run_wrote_and_says_where(tmp_path, monkeypatch, capsys):
+    """`rlvr-lab run NAME --quick` then `experiments.load(NAME, quick=True)`: no out_dir."""
+    from rlvr_lab import cli
+
+    monkeypatch.setenv("RLVR_LAB_OUTPUT", str(tmp_path / "user"))
+    monkeypatch.setenv("RLVR_LAB_FIGURES", str(tmp_path / "figures"))
+    with pytest.raises(FileNotFoundError, match="user.*figures.*rlvr-lab run"):
+        experiments.load("_test_load_after_run", quick=True)
+    assert cli.main(["run", "_test_load_after_run", "--quick"]) == 0
+    capsys.readouterr()
+    df = experiments.load("_test_load_after_run", quick=True)
+    written = tmp_path / "user" / "quick" / "results" / "_test_load_after_run.json"
+    assert df["measured"].tolist() == [2.0] and df.attrs["source"] == str(written)
+    assert str(written) in capsys.readouterr().out
+    # a later reproduce-style run into the figures folder is newer, so it is the one read
+    experiments.run("_test_load_after_run", quick=True, out_dir=tmp_path / "figures" / "quick")
+    df = experiments.load("_test_load_after_run", quick=True, verbose=False)
+    assert df.attrs["source"].startswith(str(tmp_path / "figures"))

@@ -82,7 +82,8 @@ def test_quick_switch_and_output_folder(py):
     nb = nbformat.read(py.with_suffix(".ipynb"), as_version=4)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     first = next(s for s in code if "import" in s and "pip" not in s)
-    assert re.search(r"^QUICK = quick_mode\(\)", first, re.M), "first code cell sets QUICK"
+    assert re.search(r"^QUICK = quick_mode\(default=True\)", first, re.M), (
+        "first code cell sets QUICK, quick unless RLVR_LAB_QUICK=0")
     text = "\n".join(code)
     assert "RLVR_LAB_QUICK\"" not in text and "environ.get(\"RLVR_LAB_QUICK" not in text
     for call in re.finditer(r"\b(?:experiments|E)\.run\(([^)]*)\)", text):

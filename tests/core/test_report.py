@@ -109,15 +109,22 @@ def test_rounding_block_in_the_readme(tmp_path):
     assert text.startswith("x\n") and text.endswith("y\n")
 
 
-def test_committed_readme_matches_the_committed_rounding_run():
+def test_rounding_block_lives_in_the_reproducibility_page():
+    page = (report.ROOT / report.ROUNDING_DOC).read_text()
+    assert report.ROUNDING_START in page and report.ROUNDING_END in page
+    assert report.ROUNDING_START not in (report.ROOT / "README.md").read_text()
+
+
+def test_committed_page_matches_the_committed_rounding_run():
     csv, other = (report.ROOT / "figures" / "claims.csv", report.ROOT / report.ROUNDING_CSV)
     if not (csv.is_file() and other.is_file()):
         pytest.skip("no committed rounding run")
-    text = (report.ROOT / "README.md").read_text()
+    text = (report.ROOT / report.ROUNDING_DOC).read_text()
     block = report.rounding_table(pd.read_csv(csv), pd.read_csv(other))
     assert bibliography.replace_block(text, block, report.ROUNDING_START,
                                       report.ROUNDING_END) == text, (
-        "README rounding table is stale: run `python -m rlvr_lab.report --rounding`")
+        "docs/reproducibility.md rounding table is stale: run "
+        "`python -m rlvr_lab.report --rounding`")
 
 
 def test_stable_column_and_pass_fail_flips():
@@ -130,3 +137,32 @@ def test_stable_column_and_pass_fail_flips():
     assert report.flips(base, other)["claim"].tolist() == ["b"]
     block = report.rounding_table(base, other)
     assert "Pass in one run and fail in the other: **1** (`b`)" in block
+
+
+def test_why_not_pass_paragraph_per_paper():
+    df = pd.DataFrame({
+        "paper": ["P"] * 4, "claim": ["a", "b", "c", "d"],
+        "verdict": ["pass", "fail", "inconclusive", "not applicable here"],
+        "paper_value": ["", "+22.5%", "", ""], "measured": [1.0, 0.3, 0.1, 0.2],
+        "measured_text": [""] * 4, "estimate": [1.0, 0.3, 0.1, 0.2],
+        "unit": ["x", "fraction of tokens", "pass@1", "ratio"],
+        "reason": ["", "+0.3 [0.2, 0.4] is wholly on the fail side of +0.5. Mechanism: the "
+                   "window is around the paper's value. More text.",
+                   "straddles the threshold; about 12 bases x 2 seeds (~24 seeds) would "
+                   "decide it at the observed spread", "a GPU effect (the rule alone would "
+                   "give fail)"]})
+    text = report.why_not_pass(df)
+    assert "1 fail, 1 inconclusive, 1 not applicable here, of 4" in text
+    assert "`b` (+0.3 fraction of tokens vs the paper's +22.5%): the window is around the " \
+           "paper's value;" not in text  # one failing claim: the list ends with a period
+    assert "`b` (+0.3 fraction of tokens vs the paper's +22.5%): the window is around the " \
+           "paper's value." in text
+    assert "Inconclusive" in text and "`c`" in text and "`d`: a GPU effect" in text
+    assert report.why_not_pass(df.iloc[:1]) == ""
+    row = df.assign(unit="log ratio", estimate=1.024).iloc[1]
+    assert report._measured_with_unit(row) == "+1.024 log ratio (x2.78)"
+    md = experiments.claims_markdown(df.assign(experiment="e", statement="s", paper_ref="",
+                                               criterion="c", rule="equivalence",
+                                               ci_low=0.0, ci_high=1.0, level=0.95,
+                                               n_seeds=4, n_bases=1), quick=True)
+    assert "**Why claims do not pass**" in md

@@ -44,9 +44,8 @@ def plot_vs_n(summary: pd.DataFrame, metric: str, ylabel: str, *, title: str, hl
                 ax.set_xlabel("rollouts N")
             if j == 0:
                 ax.set_ylabel(ylabel)
-    axes[0, -1].legend(loc="upper right", fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    plotting.legend_outside(fig, ax=axes[0, -1], width=0.2)  # 12 entries: beside the panels
     return fig
 
 
@@ -85,7 +84,7 @@ def plot_relaxed(summary: pd.DataFrame):
     combos = list(dict.fromkeys(zip(summary["family"], summary["shape"],
                                     summary["num_correct"])))
     styles = dict(zip(combos, ["-", "--", ":", "-.", (0, (5, 1)), (0, (1, 3))]))
-    fig, axes = plotting.subplots(2, 3, figsize=(11, 6), sharex=True, squeeze=False)
+    fig, axes = plotting.subplots(2, 3, figsize=(13, 6), sharex=True, squeeze=False)
     metrics = (("p_all_up", "P(all correct tokens up)"),
                ("frac_correct_down", "fraction of correct tokens down"),
                ("p_mass_down", "P(Q_pos after < before)"))
@@ -108,10 +107,18 @@ def plot_relaxed(summary: pd.DataFrame):
                         ha="center", va="center", color="0.4")
             if i == 1:
                 ax.set_xlabel("rollouts N")
-    axes[0, 2].legend(fontsize=8, loc="center right")   # that panel is mostly empty
+    # two short legends beside the panels instead of one of every colour x style pair
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=qcol[q0], marker=".") for q0 in q0s]
+    labels = [f"Q0={q0:g}" for q0 in q0s]
+    handles += [Line2D([], [], color="0.3", ls=styles[k]) for k in combos]
+    labels += [(f"gauss T={1 / s:.2g}" if f == "gauss" else f"zipf s={s:g}") + f", |C|={c}"
+               for f, s, c in combos]
     fig.suptitle("Relaxed conditions: several steps, resampling each step (state after the "
                  "last step vs the initial policy)", fontsize=10)
-    fig.tight_layout()
+    plotting.legend_outside(fig, handles, labels, width=0.17,
+                            title="colour: Q0; line: law, |C|", title_fontsize=8)
     return fig
 
 

@@ -172,7 +172,7 @@ def plot_pitfall(first: pd.DataFrame, curves: dict):
         bars = ax.bar(x, means, yerr=[plotting.mean_ci(v)[1] for v in vals], capsize=3,
                       color=[scale_color[sc] for _, sc in combos])
         ax.bar_label(bars, [f"{m:.2g}" for m in means], fontsize=8, padding=2)
-        ax.set_xticks(x, [o for o, _ in combos])
+        ax.set_xticks(x, [o.replace(" lr=", "\nlr=") for o, _ in combos])  # two lines: no overlap
         ax.set(title=title, xlabel="optimizer (bar colour: advantage scale)",
                ylabel="fraction of rollouts" if col == "clipped_frac" else "KL (nats)")
     axes[0, 1].set_yscale("log")
@@ -191,8 +191,8 @@ def plot_pitfall(first: pd.DataFrame, curves: dict):
         dashed = twins[name] != name
         kw = dict(color=colors[twins[name]], ls="--" if dashed else "-",
                   label=None if dashed else name)
-        plotting.band(axes[1, 0], steps, m["accuracy"], **kw)
-        plotting.band(axes[1, 1], steps, m["entropy"], **kw)
+        plotting.band(axes[1, 0], steps, m["accuracy"], bounds=(0, 1), **kw)
+        plotting.band(axes[1, 1], steps, m["entropy"], bounds=(0, None), **kw)
     # with few seeds the t bands can leave the possible range; keep the axes to it
     axes[1, 0].set(xlabel="step", ylabel="mean success probability", title="training, G+1=5",
                    ylim=(0, 1))
@@ -206,7 +206,8 @@ def plot_pitfall(first: pd.DataFrame, curves: dict):
                bbox_to_anchor=(0.5, 0.0))
     fig.suptitle("The mad scale with binary rewards: |A| = 1/eps = 1000 for the minority side "
                  "(prompt bank, G+1=5)")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    # the figure legend takes the bottom ~10%: the lower panels' "step" labels stay above it
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
 
 
