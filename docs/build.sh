@@ -17,5 +17,5 @@ if ! python -c "import mkdocs, mkdocs_jupyter, material" 2>/dev/null; then
 fi
 python docs/build_site.py "$stage"
 export NO_MKDOCS_2_WARNING=1
-python -m mkdocs build --strict --config-file mkdocs.yml --site-dir "$(realpath -m "$out")"
+python -m mkdocs build --strict --config-file docs/mkdocs.yml --site-dir "$(realpath -m "$out")"
 echo "site in $out/index.html"

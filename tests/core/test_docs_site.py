@@ -26,7 +26,7 @@ def test_staged_sources_mirror_the_repository(tmp_path):
 
 
 def test_every_staged_page_is_in_the_nav():
-    text = (ROOT / "mkdocs.yml").read_text()
+    text = (ROOT / "docs" / "mkdocs.yml").read_text()
     for page in [*(ROOT / "docs").glob("*.md"), *(ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")]:
         assert f"{page.parent.name}/{page.name}" in text, f"{page.name} missing from mkdocs.yml nav"
 
