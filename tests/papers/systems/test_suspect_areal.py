@@ -18,6 +18,8 @@ small model at S = 8. Verdict: a finding, not a bug.
    full run, against exactly 1 and 0 at S = 0): a few tokens carry most of each update, the
    batch's effective sample size collapses, and Adam's normalised steps follow them. AReaL's
    own configs cap the weight (``behav_imp_weight_cap``: the token is dropped above it).
+3. The wiring of the arm (``stale.stale_update``): ``prox`` is the current policy's scores,
+   ``behav`` the stored log-probs of the stale sampler, and at S = 0 decoupled = naive.
 """
 from __future__ import annotations
 
@@ -126,3 +128,56 @@ def test_at_the_update_start_only_the_decoupled_loss_keeps_every_stale_weight():
     # AReaL's cap (its configs use 5) drops exactly the tokens above it
     np.testing.assert_allclose(capped, np.where(mask & (w <= 5.0), -w * a / n, 0.0),
                                rtol=1e-12)
+
+
+def test_stale_update_feeds_the_proximal_and_behaviour_log_probs_in_that_order(monkeypatch):
+    """The arm's wiring (``stale.stale_update``): the decoupled loss gets ``prox`` = the
+    current policy's log-probs at the update start and ``behav`` = the stored rollout
+    log-probs of the stale policy that sampled the batch; and with no staleness the decoupled
+    and naive updates coincide (S = 0)."""
+    import dataclasses
+
+    from small_model import RL, TINY
+
+    from rlvr_lab.models import transformer as T
+    from rlvr_lab.papers.systems import stale
+    from rlvr_lab.train import sequence, sft
+
+    rl = dataclasses.replace(RL, num_iterations=2)
+    policy = T.init(jax.random.key(0), TINY.model_config())
+    old = T.init(jax.random.key(1), TINY.model_config())        # a stale version
+    prompts, valid = sft.encode(TINY, sft.problems(TINY, "train")[:rl.num_prompts])[:2]
+    prompts, valid = jnp.asarray(prompts), jnp.asarray(valid)
+    rewards = jnp.asarray(np.tile([1.0, 0.0, 0.0, 1.0], (rl.num_prompts, 1)))
+    opt_state = sequence.make_optimizer(rl).init(policy)
+    batch = sequence.rollout(jax.random.key(2), old, prompts, valid, rl)
+    score = lambda pol: np.asarray(T.score(pol, batch.prompts, batch.prompt_valid,  # noqa: E731
+                                           batch.tokens, temperature=rl.temperature))
+    m = np.asarray(batch.mask)
+    np.testing.assert_allclose(np.asarray(batch.behav_logp)[m], score(old)[m], atol=1e-4)
+
+    seen = []
+    real = losses.decoupled_ppo
+
+    def spy(log_prob, prox, behav, adv, mask=None, **kw):
+        jax.debug.callback(lambda p, b: seen.append((np.asarray(p), np.asarray(b))), prox, behav)
+        return real(log_prob, prox, behav, adv, mask, **kw)
+
+    monkeypatch.setattr(losses, "decoupled_ppo", spy)
+    stale.stale_update(jax.random.key(3), policy, old, opt_state, batch, rewards, True, rl)
+    jax.effects_barrier()
+    assert seen
+    prox, behav = seen[0]
+    # minibatch rows come permuted: compare the multisets of values
+    np.testing.assert_allclose(np.sort(prox[np.isfinite(prox)]),
+                               np.sort(score(policy).ravel()), atol=1e-5)
+    np.testing.assert_allclose(np.sort(behav.ravel()),
+                               np.sort(np.asarray(batch.behav_logp).ravel()), atol=1e-6)
+    monkeypatch.undo()
+
+    # S = 0: a batch sampled by the current policy -> decoupled and naive updates agree
+    fresh = sequence.rollout(jax.random.key(4), policy, prompts, valid, rl)
+    new = [stale.stale_update(jax.random.key(5), policy, policy, opt_state, fresh, rewards,
+                              dec, rl)[0] for dec in (True, False)]
+    for a, b in zip(jax.tree.leaves(new[0]), jax.tree.leaves(new[1])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
