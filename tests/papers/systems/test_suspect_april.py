@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_lab import advantages, losses
+from rlvr_lab import advantages
 from rlvr_lab.papers.systems import partial
 from rlvr_lab.train import core
 
