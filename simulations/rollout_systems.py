@@ -427,7 +427,10 @@ SMALL_CLAIMS = (
                    "blog/AReaL_v0_3.md, Table 3"),
         estimand=f"{_FINAL}, decoupled PPO at S=8 (quick and full) minus S=0, per seed",
         unit="pass@1", rule="non_inferiority", direction=">", threshold=-STALE_MARGIN,
-        note="every batch at the bound S (the worst case eta = S allows)"),
+        note="a finding, not a bug: every batch at the bound S; there the uncapped weight "
+             "pi_prox/pi_behav is heavy-tailed (max 20-70 per batch; 1 at S=0) and, unlike "
+             "naive PPO's clip, keeps A>0 tokens the policy already up-weighted, so a few "
+             "tokens carry each update (tests/papers/systems/test_suspect_areal.py)"),
     claims.Declared(
         "areal_small_naive_degrades",
         statement="naive PPO (clip around the stale behaviour policy) learns worse than "
