@@ -372,9 +372,9 @@ SMALL_CLAIMS = (
 # claims compare (at most 4 of 11): at most 8 seeds, estimated ~500-650 s with each base's
 # compiles, under the ~700 s budget (not timed). tiny_grpo.FULL_PLAN would train up to 12
 # seeds of 11 arms.
-# The six across-losses arms (G=2, 3 rollouts, 2 evaluations) add about a quarter of the
-# first look's sampled sequences: ~+190 s, ~+260 s if still open at the 4th base (estimated
-# from the 837 s full run, not timed).
+# The six across-losses arms (G=2, 3 rollouts, 2 evaluations) add ~29% of the first look's
+# sampled and trained sequences: ~+250 s with their compiles, ~+310 s if still open at the 4th
+# base, ~1,100-1,150 s in all (estimated from the 837 s full run, not timed).
 SMALL_PLAN = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=4)
 NEEDS = {   # claim id (no prefix) -> the arms it compares
     "grpo_g8_raises_pass1": {("GRPO", 8)},

@@ -385,7 +385,8 @@ def seed_numbers(final: dict, mc: tuple[str, int] = ("MC-GRPO", 2),
 # (``--mc=False``: G+1 rollouts, mean/std over all, the smallest-|reward| one dropped) at G=2
 # under three policy losses. Each loss is a set of SequenceRLConfig fields (the trainer reads
 # the loss from the registry by ``policy_loss`` and the options it declares; nothing branches
-# on these names):
+# on these names). The study's other arms keep tiny_grpo's token mean (TRL's "bnpo"), so the
+# GRPO loss here has arms of its own:
 LOSSES = {
     # the authors' --loss_type grpo (TRL): PPO clip, epsilon_low = epsilon_high = 0.2 (TRL's
     # default), each sequence's token mean, then the mean over sequences
