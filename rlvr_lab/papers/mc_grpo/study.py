@@ -393,7 +393,8 @@ LOSSES = {
     "GRPO": dict(policy_loss="ppo_clip", epsilon=0.2, epsilon_high=None,
                  loss_agg_mode="seq-mean-token-mean"),
     # DAPO (arXiv:2503.14476): clip-higher (0.2, 0.28) and the token mean over the batch (the
-    # authors' --loss_type dapo aggregation: token sum / active tokens)
+    # authors' --loss_type dapo aggregation: token sum / active tokens; their recipes set no
+    # epsilon_high, so the clip-higher half is DAPO's, as the issue asks)
     "DAPO": dict(policy_loss="ppo_clip", epsilon=0.2, epsilon_high=0.28,
                  loss_agg_mode="token-mean"),
     # GSPO (arXiv:2507.18071): one length-normalised ratio per sequence clipped to
