@@ -455,10 +455,12 @@ numbers = study.seed_numbers(final)
 g8 = M.heldout_pass1(runs[("GRPO", 8)])
 numbers["grpo_g8_raises_pass1"] = g8[-1] - g8[0]
 flip_red = [study.flip_reduction(M.law_flip_table(law, small.LEVELS, (2,))) for law in laws_by_base]
+# the G-sweep's claims (mc_grpo_across_losses* need the experiment's six loss arms)
+small_specs = [c for c in M.SMALL_CLAIMS if c.id.startswith("small_")]
 small_samples = {c.id: claims.nested(flip_red, base_ids) if c.id.endswith("flips") else
                  claims.nested(numbers[c.id.removeprefix("small_")], base_of_seed)
-                 for c in M.SMALL_CLAIMS}
-small_rows = engine_rows(M.SMALL_CLAIMS, small_samples, seeds_per_base=plan.seeds_per_base)
+                 for c in small_specs}
+small_rows = engine_rows(small_specs, small_samples, seeds_per_base=plan.seeds_per_base)
 small_rows[ROW]
 
 # %% [markdown]

@@ -52,6 +52,13 @@ difference of two arms trained with the same seed key, from the same SFT base):
   ``small_grpo_g8_raises_pass1`` is the small study's positive control (GRPO G=8 ends above
   its SFT base, superiority > 0); when it does not pass, the study's other claims are
   inconclusive.
+* ``mc_grpo_across_losses`` (small model, superiority > 0, fail 0): MC-GRPO minus the authors'
+  mean baseline (``--mc=False``: G+1, drop min|r|) at G=2 under the GRPO, DAPO (clip-higher,
+  token mean) and GSPO (sequence-level ratio) losses (:data:`study.LOSSES`, six extra arms, only
+  final pass@1 evaluated); per seed the smallest of the three paired gains (a pass means every
+  loss helps). Its fail side cannot say which loss's mean gain is negative (the min of noisy
+  gains lies below the smallest mean), so ``mc_grpo_across_losses_{grpo,dapo,gspo}`` decide each
+  loss's gain on its own (superiority > 0, fail 0).
 
 The functions re-exported below are also what ``notebooks/02_mc_grpo.ipynb`` calls, so the
 figures agree.
@@ -67,7 +74,8 @@ from rlvr_lab.experiments import Claim, experiment
 from rlvr_lab.papers.mc_grpo import small, study
 # re-exported: notebooks/02_mc_grpo.ipynb and the tests call them as mc_grpo.<name>
 from rlvr_lab.papers.mc_grpo.plots import (PAPER_FLIPS, plot_final, plot_flip_curves,  # noqa: F401
-                                           plot_median_map, plot_pitfall,  # noqa: F401
+                                           plot_losses, plot_median_map,  # noqa: F401
+                                           plot_pitfall,  # noqa: F401
                                            plot_simplex, plot_small,  # noqa: F401
                                            plot_study_curves)  # noqa: F401
 from rlvr_lab.papers.mc_grpo.study import (AUTHORS, BANK_ARMS, ESTIMATORS,  # noqa: F401
@@ -298,6 +306,53 @@ def flips_claim(prefix: str, where: str, estimand: str) -> claims.Declared:
         threshold=0.0)
 
 
+# ============================================================================ across losses
+LOSS_TEXT = {"GRPO": "GRPO (PPO clip 0.2, mean over sequences of token means)",
+             "DAPO": "DAPO (clip-higher 0.2/0.28, token mean over the batch)",
+             "GSPO": "GSPO (one length-normalised ratio per sequence, clip 3e-4/4e-4)"}
+PAIR = ("MC-GRPO (G=2: 3 rollouts, median, MAD, (G+1)/#non-zero rescale, pivot dropped) minus "
+        "the authors' mean baseline (--mc=False: 3 rollouts, mean/std, smallest |r| dropped)")
+LOSS_REF = (f"{REF} abstract ('across various GRPO-family methods ... consistently improves'); "
+            "lotusroot-kim/MC-GRPO README.md Overview (GRPO, DAPO, DR-GRPO) and "
+            "grpo_trainer_gsm.py _compute_loss (clip ~l.2525-2533, --loss_type aggregation "
+            "~l.2557-2570)")
+
+
+def across_losses_claims() -> tuple[claims.Declared, ...]:
+    """``mc_grpo_across_losses`` (the conjunction: the worst of the three losses per seed) and
+    one claim per loss (``_grpo``, ``_dapo``, ``_gspo``): threshold 0 (the paper's per-loss
+    gains could not be read; its README states only "consistent improvements"), fail 0."""
+    final = "final held-out pass@1, paired within seed"
+    out = [claims.Declared(
+        study.ACROSS,
+        statement="the median baseline at G=2 helps under each of the GRPO, DAPO and GSPO "
+                  f"losses in the same run: the worst of the three paired gains is above 0 "
+                  f"({SMALL_WHERE})",
+        paper_value="consistent improvements across GRPO-family methods (GRPO, DAPO, DR-GRPO "
+                    "in the authors' README; per-loss numbers not read)",
+        paper_ref=LOSS_REF, estimand=f"min over the GRPO, DAPO, GSPO losses of {PAIR}, {final}",
+        unit="held-out pass@1", rule="superiority", direction=">", threshold=0.0,
+        fail_threshold=0.0,
+        note="E[min] <= the smallest mean gain, so a pass means every loss helps "
+             "(conservative); a fail says the worst loss of a run is behind on average, not "
+             "which loss's mean gain is negative: the per-loss claims _grpo/_dapo/_gspo decide "
+             "that (one claim cannot: the min of three noisy gains sits below the smallest "
+             "mean). GSPO goes beyond the paper's losses (its authors' trainer has the switch)")]
+    for loss, text in LOSS_TEXT.items():
+        gspo = loss == "GSPO"
+        out.append(claims.Declared(
+            study.loss_claim(loss),
+            statement=f"the median baseline at G=2 helps under the {text} loss ({SMALL_WHERE})",
+            paper_value=("not reported: the authors list GRPO, DAPO and DR-GRPO; GSPO is "
+                         "their TRL trainer's importance_sampling_level='sequence'") if gspo
+            else "consistent improvement under this loss (authors' README; number not read)",
+            paper_ref=(f"{LOSS_REF}; importance_sampling_level 'sequence' ~l.2496-2502 "
+                       "(inferred)") if gspo else LOSS_REF,
+            estimand=f"{PAIR}, {loss} loss, {final}", unit="held-out pass@1",
+            rule="superiority", direction=">", threshold=0.0, fail_threshold=0.0))
+    return tuple(out)
+
+
 # ============================================================================ small model
 SMALL_WHERE = "tiny transformer, partial credit {0,1.5,2}"
 SMALL_CLAIMS = (
@@ -312,12 +367,16 @@ SMALL_CLAIMS = (
     flips_claim("small_", "the tiny model's own reward laws",
                 "(P_mean(G=2) - P_median(G+1=3)) / P_mean(G=2), exact on the SFT base's "
                 "empirical per-prompt laws (32 samples per training prompt), one per base"),
+    *across_losses_claims(),
 )
 # Full: 11 arms x 60 steps cost ~389 s at 8 seeds on one base. Here 3 bases x 2 seeds first
 # (6 seeds, every arm), then one base more while a claim is open with only the arms the open
 # claims compare (at most 4 of 11): at most 8 seeds, estimated ~500-650 s with each base's
 # compiles, under the ~700 s budget (not timed). tiny_grpo.FULL_PLAN would train up to 12
 # seeds of 11 arms.
+# The six across-losses arms (G=2, 3 rollouts, 2 evaluations) add ~29% of the first look's
+# sampled and trained sequences: ~+250 s with their compiles, ~+310 s if still open at the 4th
+# base, ~1,100-1,150 s in all (estimated from the 837 s full run, not timed).
 SMALL_PLAN = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=4)
 NEEDS = {   # claim id (no prefix) -> the arms it compares
     "grpo_g8_raises_pass1": {("GRPO", 8)},
@@ -326,6 +385,9 @@ NEEDS = {   # claim id (no prefix) -> the arms it compares
     "gap_closure": {("MC-GRPO", 2), ("GRPO", 2), ("GRPO", 8)},
     "beats_compute_matched": {("MC-GRPO", 2), ("GRPO G+1 drop min|r|", 2)},
     "median_lowers_flips": set(),
+    **{study.loss_claim(loss): {study.loss_arm(b, loss) for b in study.LOSS_BASELINES}
+       for loss in study.LOSSES},
+    study.ACROSS: {study.loss_arm(b, loss) for b in study.LOSS_BASELINES for loss in study.LOSSES},
 }
 
 
@@ -340,7 +402,9 @@ def small_base(quick: bool):
 def small_experiment(ctx):
     """MC-GRPO vs GRPO vs the authors' compute-matched baseline on the tiny transformer, G-sweep
     with a three-level partial-credit reward."""
-    configs = small_configs(small_base(ctx.quick), small_arms(ctx.quick))
+    base = small_base(ctx.quick)
+    loss_arms = study.loss_configs(base)   # the across-losses arms (G=2, three losses)
+    configs = small_configs(base, small_arms(ctx.quick)) | loss_arms
     spb = ctx.plan.seeds_per_base
     runs: dict = {name: [] for name in configs}
     laws: list = []
@@ -358,7 +422,7 @@ def small_experiment(ctx):
         laws.extend(new_laws)
         final = {name: np.concatenate([heldout_pass1(r)[-1] for r in rs])
                  for name, rs in new.items()}
-        numbers = study.seed_numbers(final)   # the comparisons whose arms ran
+        numbers = study.seed_numbers(final) | study.loss_gains(final)   # those whose arms ran
         if ("GRPO", 8) in new:
             numbers["grpo_g8_raises_pass1"] = np.concatenate(
                 [heldout_pass1(r)[-1] - heldout_pass1(r)[0] for r in new[("GRPO", 8)]])
@@ -378,7 +442,10 @@ def small_experiment(ctx):
                               paper_flips.assign(law="paper-like")]), "mc_grpo_small_flips")
     ctx.save_table(study.closure_table({k: heldout_pass1(r)[-1] for k, r in merged.items()}),
                    "mc_grpo_small_closure")
-    ctx.save_figure(plot_small(merged, flips, paper_flips), "mc_grpo_small")
+    ctx.save_figure(plot_small({k: r for k, r in merged.items() if k not in loss_arms}, flips,
+                               paper_flips), "mc_grpo_small")
+    ctx.save_figure(plot_losses({k: heldout_pass1(r)[-1] for k, r in merged.items()}),
+                    "mc_grpo_small_losses")
     plt.close("all")
     return decided
 

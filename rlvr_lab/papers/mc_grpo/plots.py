@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 
 from rlvr_lab import plotting
-from rlvr_lab.papers.mc_grpo.study import (ESTIMATORS, GROUP_SIZES, PAPER_LAW,
-                                           PITFALL_OPTIMIZERS, STUDY_SCALES, heldout_pass1,
-                                           median_gain)
+from rlvr_lab.papers.mc_grpo.study import (ACROSS, ESTIMATORS, GROUP_SIZES, LOSS_BASELINES,
+                                           LOSSES, PAPER_LAW, PITFALL_OPTIMIZERS,
+                                           STUDY_SCALES, heldout_pass1, loss_arm, loss_claim,
+                                           loss_gains, median_gain)
 
 def plot_median_map(table: pd.DataFrame):
     """Heat maps of the median's gain: flips (ref. population mean / median) and zeroings."""
@@ -252,3 +253,31 @@ def plot_small(runs, flips: pd.DataFrame, paper_flips: pd.DataFrame):
     return fig
 
 
+def plot_losses(final: dict):
+    """The across-losses arms: final held-out pass@1 of the median and the mean baseline under
+    each loss (mean, 95% t-interval over seeds), and the per-seed paired gains with their
+    per-seed minimum (the ``mc_grpo_across_losses`` estimand). ``final[arm]``: per-seed
+    final pass@1 (arms that did not run are skipped)."""
+    fig, (ax, bx) = plotting.subplots(1, 2, figsize=(11, 4))
+    names = [n for n in LOSSES if all(loss_arm(b, n) in final for b in LOSS_BASELINES)]
+    for i, b in enumerate(LOSS_BASELINES):
+        stats_ = [plotting.mean_ci(final[loss_arm(b, n)]) for n in names]
+        ax.errorbar(np.arange(len(names)) + 0.1 * (2 * i - 1), [m for m, _ in stats_],
+                    yerr=[h for _, h in stats_], fmt="o", capsize=3,
+                    label=f"{b}: {LOSS_BASELINES[b]}")
+    ax.set_xticks(range(len(names)), [f"{n} loss" for n in names])
+    ax.set(ylabel="final held-out pass@1 (95% CI)", title="G=2 under three losses")
+    ax.legend(fontsize=8)
+    gains = loss_gains(final, names)
+    cols = [(f"{n}", gains[loss_claim(n)]) for n in names]
+    if ACROSS in gains:
+        cols.append(("min over losses", gains[ACROSS]))
+    for j, (label, g) in enumerate(cols):
+        bx.plot(np.full(g.size, j) + np.linspace(-0.15, 0.15, g.size), g, "o", ms=3,
+                alpha=0.6, color=f"C{j}")
+        bx.errorbar(j, g.mean(), yerr=plotting.mean_ci(g)[1], fmt="s", color="k", capsize=4)
+    bx.axhline(0, color="grey", lw=0.8)
+    bx.set_xticks(range(len(cols)), [label for label, _ in cols])
+    bx.set(ylabel="median - mean baseline, per seed", title="paired gains (seeds as points)")
+    fig.tight_layout()
+    return fig

@@ -381,6 +381,75 @@ def seed_numbers(final: dict, mc: tuple[str, int] = ("MC-GRPO", 2),
     return out
 
 
+# ============================================================================ across losses
+# ``mc_grpo_across_losses``: the median (MC-GRPO) and the mean baseline of the authors' code
+# (``--mc=False``: G+1 rollouts, mean/std over all, the smallest-|reward| one dropped) at G=2
+# under three policy losses. Each loss is a set of SequenceRLConfig fields (the trainer reads
+# the loss from the registry by ``policy_loss`` and the options it declares; nothing branches
+# on these names). The study's other arms keep tiny_grpo's token mean (TRL's "bnpo"), so the
+# GRPO loss here has arms of its own:
+LOSSES = {
+    # the authors' --loss_type grpo (TRL): PPO clip, epsilon_low = epsilon_high = 0.2 (TRL's
+    # default), each sequence's token mean, then the mean over sequences
+    "GRPO": dict(policy_loss="ppo_clip", epsilon=0.2, epsilon_high=None,
+                 loss_agg_mode="seq-mean-token-mean"),
+    # DAPO (arXiv:2503.14476): clip-higher (0.2, 0.28) and the token mean over the batch (the
+    # authors' --loss_type dapo aggregation: token sum / active tokens; their recipes set no
+    # epsilon_high, so the clip-higher half is DAPO's, as the issue asks)
+    "DAPO": dict(policy_loss="ppo_clip", epsilon=0.2, epsilon_high=0.28,
+                 loss_agg_mode="token-mean"),
+    # GSPO (arXiv:2507.18071): one length-normalised ratio per sequence clipped to
+    # [1 - 3e-4, 1 + 4e-4] (the paper's range), sequence mean (the authors' trainer:
+    # importance_sampling_level="sequence" with --loss_type grpo)
+    "GSPO": dict(policy_loss="gspo", epsilon=3e-4, epsilon_high=4e-4,
+                 loss_agg_mode="seq-mean-token-mean"),
+}
+LOSS_BASELINES = {"median": "MC-GRPO", "mean": "GRPO G+1 drop min|r|"}
+LOSS_G = 2
+ACROSS = "mc_grpo_across_losses"
+
+
+def loss_arm(baseline: str, loss: str) -> tuple[str, int]:
+    """The arm key ``(method, G)`` of a baseline ("median" | "mean") under a loss."""
+    return (f"{LOSS_BASELINES[baseline]}, {loss} loss", LOSS_G)
+
+
+def loss_claim(loss: str | None = None) -> str:
+    """The claim id of one loss (``mc_grpo_across_losses_dapo``), or of the conjunction."""
+    return ACROSS if loss is None else f"{ACROSS}_{loss.lower()}"
+
+
+def loss_configs(base, names: Iterable[str] = tuple(LOSSES)) -> dict:
+    """``{loss_arm(baseline, loss): config}``: :data:`SMALL_METHODS`' median and mean arms at
+    G=2 with each loss's fields; held-out evaluation at step 0 and at the end only (the claims
+    read the final pass@1)."""
+    out = {}
+    for loss in names:
+        for b, method in LOSS_BASELINES.items():
+            (cfg,) = small_configs(base, [(method, LOSS_G)]).values()
+            out[loss_arm(b, loss)] = dataclasses.replace(cfg, eval_every=cfg.steps,
+                                                         **LOSSES[loss])
+    return out
+
+
+def loss_gains(final: dict, names: Sequence[str] = tuple(LOSSES)) -> dict[str, np.ndarray]:
+    """Per-seed numbers of the across-losses claims from paired final scores ``final[arm]``:
+    ``loss_claim(L)``: median minus mean baseline under loss L (same seed, same base), for
+    each L whose two arms are in ``final``; ``loss_claim()``: the smallest of those gains per
+    seed, when every loss's arms are there (losses run on more SFT bases in later looks: over
+    their common first seeds, which come from the same bases)."""
+    out = {}
+    for loss in names:
+        med, mean = final.get(loss_arm("median", loss)), final.get(loss_arm("mean", loss))
+        if med is not None and mean is not None:
+            out[loss_claim(loss)] = np.asarray(med, float) - np.asarray(mean, float)
+    per = [out.get(loss_claim(loss)) for loss in names]
+    if per and all(g is not None for g in per):
+        n = min(g.size for g in per)
+        out[ACROSS] = np.min(np.stack([g[:n] for g in per]), axis=0)
+    return out
+
+
 def closure_table(final: dict, methods=("MC-GRPO", "GRPO G+1 drop min|r|")) -> pd.DataFrame:
     """Descriptive gap closure ``(X(G) - GRPO(G)) / (GRPO(8) - GRPO(G))`` per method and G with
     Fieller's 95% interval over seeds (seeds treated as independent; the claims use
