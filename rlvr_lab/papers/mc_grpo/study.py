@@ -435,8 +435,9 @@ def loss_configs(base, names: Iterable[str] = tuple(LOSSES)) -> dict:
 def loss_gains(final: dict, names: Sequence[str] = tuple(LOSSES)) -> dict[str, np.ndarray]:
     """Per-seed numbers of the across-losses claims from paired final scores ``final[arm]``:
     ``loss_claim(L)``: median minus mean baseline under loss L (same seed, same base), for
-    each L whose two arms are in ``final``; ``loss_claim()``: the smallest of those gains per
-    seed, when every loss's arms are there (losses run on more SFT bases in later looks: over
+    each L whose two arms are in ``final``; ``loss_claim()``: the mean of those gains per
+    seed, when every loss's arms are there (a mean, not the per-seed minimum: the minimum of
+    noisy gains sits below the smallest mean gain, so its fail side would be biased) (losses run on more SFT bases in later looks: over
     their common first seeds, which come from the same bases)."""
     out = {}
     for loss in names:
@@ -446,7 +447,7 @@ def loss_gains(final: dict, names: Sequence[str] = tuple(LOSSES)) -> dict[str, n
     per = [out.get(loss_claim(loss)) for loss in names]
     if per and all(g is not None for g in per):
         n = min(g.size for g in per)
-        out[ACROSS] = np.min(np.stack([g[:n] for g in per]), axis=0)
+        out[ACROSS] = np.mean(np.stack([g[:n] for g in per]), axis=0)
     return out
 
 
