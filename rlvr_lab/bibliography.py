@@ -150,12 +150,14 @@ CLAIM_SOURCES: dict[str, tuple[str, str]] = {
     "breadth_keeps_entropy_higher_equal_pass1": ("DARS", "abstract"),
     "dars_b_both": ("DARS", "abstract"),
     "dars_no_extra_cost_at_convergence": ("DARS", "abstract"),
+    "dars_breadth_depth_orthogonal": ("DARS", "abstract; numbers: authors' README table"),
     # BroRL
     "mass_balance_first_order": ("BroRL", "abstract"),
     "p_mass_decrease_vanishes": ("BroRL", "abstract"),
     "p_mass_decrease_vanishes_sampled_pg": ("BroRL", "abstract"),
     "all_correct_tokens_increase": ("BroRL", "abstract"),
     "large_n_revives_saturated": ("BroRL", "abstract"),
+    "brorl_revival_equal_rollouts": ("BroRL", "abstract"),
     # CurES, E3
     "allocation_lowers_gradient_variance": ("CurES", "abstract"),
     "sampling_sets_convergence_rate": ("CurES", "abstract"),

@@ -22,8 +22,9 @@ theory tables, ``small_study`` for the transformer, ``figures``):
   prompts per step in one full-batch update). The **headline is equal budget**: GRPO N=8 runs
   on until its rollouts equal each DARS arm's measured total for that SFT base, and each DARS
   arm is compared with GRPO at its own rollouts; equal steps is a claim of its own. Seeds are
-  nested in SFT bases (``SMALL_PLAN``); DARS-B is not run (its padded stage costs 4x DARS-ET
-  per step on CPU).
+  nested in SFT bases (``SMALL_PLAN``). The depth x breadth 2x2 adds DARS-HW +B (4x the
+  prompts per step, stopped at the step whose rollouts lie closest to DARS-HW's total), run
+  only while ``dars_breadth_depth_orthogonal`` is open; DARS-ET-B is not run.
 
 Claims (declared in ``THEORY_CLAIMS``, ``STUDY_CLAIMS``, ``SMALL_CLAIMS``; decided by
 ``rlvr_lab.claims``, pass / fail / inconclusive from 95% intervals; paired differences are
@@ -45,6 +46,9 @@ per seed, same key):
 - ``naive_n32_early_not_final`` / ``small_naive_n32_early_not_final`` — non-inferiority the
   other way: N=32 - N=8 final pass@k below +0.01 (a margin below the paper's smallest DARS gain,
   +1.6 pp Pass@128), fail when wholly above it.
+- ``dars_breadth_depth_orthogonal`` — equivalence: the interaction (DARS-HW +B - GRPO N=8 +B)
+  - (DARS-HW - GRPO N=8), each DARS cell against GRPO at its own rollouts, within +-0.0125
+  (half of DARS-HW's +2.5 pp Pass@128 gain) passes, wholly beyond +-0.025 fails.
 - ``dars_no_extra_cost_at_convergence`` / ``small_..._at_convergence`` — threshold: DARS's
   rollouts per step at the end of the run / (B N) below 1.1 (the bank: max of ET and HW over
   the last 10% of steps; small: DARS-ET over the last quarter).
@@ -61,8 +65,8 @@ from rlvr_lab.experiments import experiment
 from rlvr_lab.papers.dars.figures import (  # noqa: F401  (the notebook reads them from here)
     passk_figure, rollouts_figure, small_figure, style, theory_figure, training_figure)
 from rlvr_lab.papers.dars.small_study import (  # noqa: F401
-    ARMS, BREADTH, SMALL_N_MAX, entropy_window, eval_at, run_base, small_arm, small_frame,
-    small_numbers, small_rollouts)
+    ARMS, BREADTH, DARS_B, SMALL_N_MAX, entropy_window, eval_at, run_base, small_arm,
+    small_frame, small_numbers, small_rollouts)
 from rlvr_lab.papers.dars.small_study import small_base as _small_base
 from rlvr_lab.papers.dars.study import (  # noqa: F401
     DEPTH, FULL, METHODS, N_MAX, N_STAGE1, PAPER_NUMBERS, QUICK, QUICK_METHODS, StudySettings,
@@ -83,6 +87,11 @@ Claim = claims.Declared
 PASSK_128 = "pass@128 (exact population value, mean over prompts)"
 NOT_FINAL_MARGIN = 0.01   # below the paper's smallest DARS gain (+1.6 pp Pass@128, ET)
 COST_RATIO = 1.1          # "(almost) no extra cost": at most 10% more rollouts than B N
+# depth x breadth: the interaction must lie within +-ORTHOGONAL_MARGIN (half of DARS-HW's
+# Pass@128 gain over GRPO in the README table, 82.1 - 79.6 = +2.5 pp) and fails wholly beyond
+# the whole gain (breadth erasing or doubling it); fixed before the first run
+ORTHOGONAL_MARGIN = round((P["DARS-HW"][1] - P["GRPO"][1]) / 2 / 100, 6)   # 0.0125
+ORTHOGONAL_FAIL = round((P["DARS-HW"][1] - P["GRPO"][1]) / 100, 6)          # 0.025
 
 
 def _sup(id_, statement, estimand, unit, paper_value, note="", **kw):
@@ -217,6 +226,12 @@ def study_claims(result: dict, s: StudySettings) -> list[experiments.Claim]:
 # program, five arms, DARS-HW's padded stage alone ~8x GRPO N=8 per step): 3 bases x 2 seeds
 # first, one more base while a claim is undecided, at most 4 bases = the same 8 seeds at most,
 # so the full run stays near today's ~900 s (2 looks). Quick: tiny_grpo's plan.
+# dars_breadth_depth_orthogonal adds DARS-HW +B while it is open: 4B prompts a step through
+# the padded n_max=64 stage until its rollouts reach DARS-HW's, at most S/4 steps' worth of
+# DARS-HW's compute (8x GRPO N=8's per step; ~0.7 of it, as its spend per step runs ~1.4x
+# DARS-HW's x4): a base with every arm costs ~27-29.5 instead of ~21.5 GRPO-N=8-runs
+# (+27-37%), the full run (2094 s in figures/timings.json) ~2650-2870 s if it stays open to
+# the last look (estimated from the arms' rollouts per step, not timed).
 SMALL_PLAN = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=4)
 HELD = "held-out pass@k_max (k_max: 64 full, 8 quick)"
 PAPER_ET = f"Pass@128 {P['DARS-ET'][1]} vs {P['GRPO'][1]} (Qwen2.5-Math-1.5B)"
@@ -265,6 +280,22 @@ SMALL_CLAIMS = (
          "token entropy (+B minus GRPO N=8) when the smoothed batch pass@1 first reaches 0.9 x "
          "the lower of the seed's two final values, per seed", "nats",
          "higher token entropy with large breadth (curves)"),
+    Claim("dars_breadth_depth_orthogonal", rule="equivalence", direction="<",
+          threshold=ORTHOGONAL_MARGIN, fail_threshold=ORTHOGONAL_FAIL, level=0.90,
+          statement="depth (DARS-HW) and breadth (4x the prompts per step, one full-batch "
+                    "update) are orthogonal: at equal rollouts DARS's held-out pass@k gain "
+                    "is the same with and without breadth (the two effects add)",
+          estimand=f"{HELD}: (DARS-HW +B minus GRPO N=8 +B) minus (DARS-HW minus GRPO N=8), "
+                   "DARS-HW at step S, DARS-HW +B stopped at DARS-HW's rollouts, each GRPO "
+                   "cell read at its DARS cell's measured rollouts (means over the base's "
+                   "seeds), per seed", unit="pass@k",
+          paper_value=f"breadth and depth are orthogonal dimensions; Pass@128 GRPO "
+                      f"{P['GRPO'][1]}, DARS-HW {P['DARS-HW'][1]}, DARS-HW-B "
+                      f"{P['DARS-HW-B'][1]} (no GRPO-B row)", paper_ref=README_TABLE,
+          note=f"margin {ORTHOGONAL_MARGIN:.4g} = half of DARS-HW's Pass@128 gain (82.1 - "
+               f"79.6 = +2.5 pp, README 1.5B rows), fail beyond {ORTHOGONAL_FAIL:.3g} = the "
+               "whole gain; 90% interval (TOST at 5%); all four cells at DARS-HW's rollouts "
+               "(to within half a step of DARS-HW +B)"),
 )
 # the arms each small-model claim needs besides GRPO N=8 (a base added while some claims are
 # still open runs only theirs)
@@ -275,7 +306,8 @@ SMALL_ARMS = {"small_grpo_raises_pass1": (), "small_dars_passk_equal_budget": ("
               "small_dars_no_extra_cost_at_convergence": ("DARS-ET",),
               "small_dars_hw_passk_equal_budget": ("DARS-HW",),
               "small_breadth_raises_pass1_equal_rollouts": ("GRPO N=8 +B",),
-              "small_breadth_entropy_higher_equal_pass1": ("GRPO N=8 +B",)}
+              "small_breadth_entropy_higher_equal_pass1": ("GRPO N=8 +B",),
+              "dars_breadth_depth_orthogonal": ("DARS-HW", DARS_B, "GRPO N=8 +B")}
 
 
 def small_base(quick: bool):

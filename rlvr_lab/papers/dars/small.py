@@ -8,7 +8,8 @@ compared:
   total equals a budget (DARS's measured spend), so the arms meet at **equal rollouts**;
 - :func:`value_at_level` -- a per-seed metric (token entropy) read when another metric
   (smoothed batch pass@1) first reaches a level, i.e. at **equal progress**;
-- :func:`smooth` -- trailing moving average of per-step curves.
+- :func:`smooth` -- trailing moving average of per-step curves;
+- :func:`interaction` -- the depth x breadth interaction of a 2x2, per seed.
 
 All are NumPy (float64) on per-seed curves ``[seeds, steps]``; degenerate inputs are
 documented per function and never give NaN except where a seed never reaches a level (then
@@ -67,3 +68,16 @@ def value_at_level(level_curves: npt.ArrayLike, value_curves: npt.ArrayLike,
         w = (level - lev[i, j - 1]) / (lev[i, j] - lev[i, j - 1])
         out[i] = val[i, j - 1] + w * (val[i, j] - val[i, j - 1])
     return out
+
+
+def interaction(dars_b: npt.ArrayLike, breadth: npt.ArrayLike, dars: npt.ArrayLike,
+                grpo: npt.ArrayLike) -> np.ndarray:
+    """The 2x2 interaction of depth (DARS) and breadth, per seed (float64):
+    ``(dars_b - breadth) - (dars - grpo)``, the DARS gain with breadth minus the DARS gain
+    without it (0 when the two effects add). All four are per-seed arrays of one shape, each
+    DARS cell paired with its GRPO cell at the DARS cell's own rollouts."""
+    cells = [np.asarray(x, np.float64) for x in (dars_b, breadth, dars, grpo)]
+    if len({c.shape for c in cells}) != 1:
+        raise ValueError("the four cells must have one shape; got "
+                         f"{[c.shape for c in cells]}")
+    return (cells[0] - cells[1]) - (cells[2] - cells[3])

@@ -1,13 +1,15 @@
 """The DARS small-model study (``dars_small``): arms, one SFT base's runs, per-seed numbers.
 
 Arms on the tiny transformer, all with DARS's advantage ``r - mean`` (no std): GRPO N=8,
-GRPO N=32, DARS-ET (n_max 32), DARS-HW (n_max 64) and breadth ``GRPO N=8 +B``
-(:data:`BREADTH` x the prompts per step in one full-batch update). :func:`run_base` trains
-the arms from one SFT base with one key, so the arms are paired seed by seed; GRPO N=8 runs
-on until its rollouts equal the largest DARS budget of that base and is evaluated at the
-equal-steps point and at each DARS arm's budget (:func:`run_evaluated`), so every DARS arm
-is compared with GRPO at its **own** rollouts. :func:`small_numbers` turns one base's runs
-into the per-seed numbers of the claims.
+GRPO N=32, DARS-ET (n_max 32), DARS-HW (n_max 64) and breadth ``+B`` (:data:`BREADTH` x the
+prompts per step in one full-batch update) on GRPO N=8 and on DARS-HW (:data:`DARS_B`, which
+runs until its rollouts equal DARS-HW's, :func:`run_to_budget`).
+:func:`run_base` trains the arms from one SFT base with one key, so the arms are paired seed
+by seed; GRPO N=8 runs on until its rollouts equal the largest DARS budget of that base and
+is evaluated at the equal-steps point and at each DARS arm's budget (:func:`run_evaluated`),
+so every DARS arm is compared with GRPO at its **own** rollouts; likewise ``GRPO N=8 +B`` is
+evaluated at DARS-HW +B's budget (the depth x breadth 2x2). :func:`small_numbers` turns one
+base's runs into the per-seed numbers of the claims.
 """
 from __future__ import annotations
 
@@ -18,13 +20,15 @@ import time
 import numpy as np
 import pandas as pd
 
-from rlvr_lab.papers.dars.small import budget_steps, smooth, value_at_level
+from rlvr_lab.papers.dars.small import budget_steps, interaction, smooth, value_at_level
 from rlvr_lab.train import bases, sequence
 
 N_STAGE1 = 8
 SMALL_N_MAX = {"DARS-ET": 32, "DARS-HW": 64}
 BREADTH = 4          # the +B arm: BREADTH x the prompts per step, one full-batch update
-ARMS = ("DARS-ET", "DARS-HW", "GRPO N=32", "GRPO N=8 +B")   # GRPO N=8 always runs (last)
+DARS_B = "DARS-HW +B"   # the depth x breadth cell: DARS-HW with breadth, to DARS-HW's rollouts
+# GRPO N=8 always runs (last); DARS_B runs before GRPO N=8 +B, which is read at its budget
+ARMS = ("DARS-ET", "DARS-HW", "GRPO N=32", DARS_B, "GRPO N=8 +B")
 
 
 def small_base(rl: sequence.SequenceRLConfig, quick: bool) -> sequence.SequenceRLConfig:
@@ -95,24 +99,74 @@ def run_evaluated(trainer: sequence.Trainer, key, num_seeds: int, eval_steps) ->
                         seconds=time.perf_counter() - start)
 
 
+def stop_at_budget(spent: float, last_step: float, budget: float) -> bool:
+    """Whether a run that has spent ``spent`` rollouts (the last step ``last_step`` of them)
+    is closer to ``budget`` now than after one more such step: ``spent + last_step / 2 >=
+    budget``."""
+    return spent + last_step / 2 >= budget
+
+
+def run_to_budget(trainer: sequence.Trainer, key, num_seeds: int,
+                  budget: float) -> sequence.Run:
+    """:func:`rlvr_lab.train.sequence.run` (same key schedule) stopped after the step whose
+    total rollouts (mean over seeds) lie closest to ``budget`` (:func:`stop_at_budget`, the
+    next step's spend predicted by the last one's; at most ``config.steps`` steps), evaluated
+    at step 0 and there."""
+    start = time.perf_counter()
+    state = trainer.init_state(num_seeds)
+    history: dict[str, list] = {}
+    evals = {"step": [0], "pass_at": [trainer.evaluate(key, state, 0)]}
+    uniform = float(trainer.config.num_prompts * trainer.config.num_generations)
+    spent, t = 0.0, 0
+    for t in range(trainer.config.steps):
+        state, out = trainer.train_step(key, state, t)
+        for k, v in out.items():
+            history.setdefault(k, []).append(np.asarray(v))
+        last = float(np.mean(out["rollouts"])) if "rollouts" in out else uniform
+        spent += last
+        if stop_at_budget(spent, last, budget):
+            break
+    evals["step"].append(t + 1)
+    evals["pass_at"].append(trainer.evaluate(key, state, t + 1))
+    return sequence.Run(state=state, steps_done=t + 1,
+                        history={k: np.stack(v) for k, v in history.items()},
+                        evals={"step": np.asarray(evals["step"]),
+                               "pass_at": np.stack(evals["pass_at"])},
+                        seconds=time.perf_counter() - start)
+
+
 def run_base(base_cfg, key, base: int, num_seeds: int, arms=ARMS, base_policy=None):
     """Train ``arms`` (and GRPO N=8) from SFT base ``base`` with ``num_seeds`` seeds. GRPO
     N=8 runs ``max(S, each DARS arm's budget in GRPO steps)`` steps, evaluated every
     ``eval_every``, at ``S`` and at each budget. Returns ``(runs, configs, info)``; ``info``
-    maps ``"budget <arm>"`` / ``"steps <arm>"`` (rollouts, GRPO steps) for each DARS arm."""
+    maps ``"budget <arm>"`` / ``"steps <arm>"`` (rollouts; steps of GRPO N=8 at the arm's own
+    prompts per step, i.e. of ``GRPO N=8 +B`` for :data:`DARS_B`) for each DARS arm."""
     cfg0 = bases.with_base(base_cfg, base)
     rl_key = bases.base_key(key, base)
     policy = base_policy
     runs, configs, info = {}, {}, {}
     for name in [a for a in ARMS if a in arms]:
-        configs[name] = small_arm(cfg0, name)
+        # DARS-HW +B runs until its rollouts equal DARS-HW's (at most S steps); GRPO N=8 +B
+        # is also evaluated at DARS-HW +B's budget (and runs on to it if beyond S)
+        target = info.get(f"steps {DARS_B}") if name == "GRPO N=8 +B" else None
+        hw_budget = info.get("budget DARS-HW") if name == DARS_B else None
+        steps = (cfg0.steps // BREADTH if name == DARS_B and hw_budget is None else
+                 None if target is None else max(cfg0.steps, target))
+        configs[name] = small_arm(cfg0, name, steps=steps)
         trainer = sequence.Trainer(configs[name], base_policy=policy)
         policy = trainer.base_policy
-        runs[name] = sequence.run(configs[name], rl_key, num_seeds, trainer=trainer)
-        if name in SMALL_N_MAX:
+        if hw_budget is not None:
+            runs[name] = run_to_budget(trainer, rl_key, num_seeds, hw_budget)
+        elif target is None:
+            runs[name] = sequence.run(configs[name], rl_key, num_seeds, trainer=trainer)
+        else:
+            every, total = configs[name].eval_every, configs[name].steps
+            runs[name] = run_evaluated(trainer, rl_key, num_seeds,
+                                       [*range(every, total + 1, every), target])
+        if name in SMALL_N_MAX or name == DARS_B:
             budget = float(small_rollouts(runs[name], configs[name]).sum(0).mean())
             info[f"budget {name}"] = budget
-            info[f"steps {name}"] = budget_steps(budget, cfg0.num_prompts, N_STAGE1)
+            info[f"steps {name}"] = budget_steps(budget, configs[name].num_prompts, N_STAGE1)
     s, every = cfg0.steps, cfg0.eval_every
     targets = [info[f"steps {n}"] for n in SMALL_N_MAX if f"steps {n}" in info]
     total = max([s, *targets])
@@ -165,6 +219,14 @@ def small_numbers(runs, configs, info, base_cfg) -> dict[str, np.ndarray]:
         n32 = runs["GRPO N=32"]
         out["small_naive_n32_speeds_early"] = eval_at(n32, early)[:, 0] - eval_at(g8, early)[:, 0]
         out["small_naive_n32_early_not_final"] = eval_at(n32, s)[:, -1] - eval_at(g8, s)[:, -1]
+    if {"DARS-HW", DARS_B, "GRPO N=8 +B"} <= set(runs):
+        # depth x breadth at equal rollouts: DARS-HW +B at its end (its rollouts ~ DARS-HW's),
+        # each DARS cell minus its GRPO cell read at the DARS cell's own measured rollouts
+        db = runs[DARS_B]
+        out["dars_breadth_depth_orthogonal"] = interaction(
+            eval_at(db, int(np.asarray(db.evals["step"])[-1]))[:, -1],
+            eval_at(runs["GRPO N=8 +B"], info[f"steps {DARS_B}"])[:, -1],
+            eval_at(runs["DARS-HW"], s)[:, -1], eval_at(g8, info["steps DARS-HW"])[:, -1])
     if "GRPO N=8 +B" in runs:
         b = runs["GRPO N=8 +B"]
         out["small_breadth_raises_pass1_equal_rollouts"] = (

@@ -163,6 +163,43 @@ def test_phase2_starts_from_each_bases_own_checkpoint(monkeypatch):
         assert res["arms"]["N=64"].trainer.config.num_generations == small.N_LARGE_LM
 
 
+def test_phase2_arms_spend_equal_rollouts(monkeypatch):
+    """N=8 runs N_LARGE_LM // N_SMALL_LM times N=64's steps from the same checkpoint, so both
+    arms generate the same number of phase-2 rollouts (the revival claim's matching)."""
+    from types import SimpleNamespace
+
+    from rlvr_lab.train import sequence, sft
+    spent = {}
+
+    class FakeTrainer:
+        def __init__(self, config, base_policy=None):
+            self.config, self.pool, self.base_policy = config, ["p"] * 4, base_policy
+
+    def fake_run(config, key, num_seeds, *, trainer, stop_after=None):
+        steps = config.steps if stop_after is None else min(config.steps, stop_after)
+        if trainer.base_policy is not None:      # a phase-2 arm
+            spent[trainer.config.num_generations] = (
+                steps * trainer.config.num_prompts * trainer.config.num_generations)
+        return SimpleNamespace(state=SimpleNamespace(policy={"w": np.zeros(num_seeds)}))
+
+    monkeypatch.setattr(small.sequence, "Trainer", FakeTrainer)
+    monkeypatch.setattr(small.sequence, "run", fake_run)
+    monkeypatch.setattr(small, "continue_from",
+                        lambda trainer, ckpt: FakeTrainer(trainer.config, base_policy=ckpt))
+    monkeypatch.setattr(small, "step_seconds", lambda *a, **k: 1.0)
+    monkeypatch.setattr(small, "decision_logits", lambda policy, problems, config: (policy, None))
+    monkeypatch.setattr(small, "mass_balance_sweep", lambda key, logits, *a, **k: logits)
+    cfg = sequence.SequenceRLConfig(base=sft.PRESETS["quick"], steps=40, eval_every=2,
+                                    num_generations=small.N_SMALL_LM)
+    keys = {k: jax.random.key(i) for i, k in enumerate(("phase1", "phase2", "timing", "mass"))}
+    for s64 in (1, 2, 5):
+        spent.clear()
+        small.run_base(cfg, 0, keys, 2, s64)
+        assert set(spent) == {small.N_SMALL_LM, small.N_LARGE_LM}
+        assert spent[small.N_SMALL_LM] == spent[small.N_LARGE_LM] == (
+            s64 * cfg.num_prompts * small.N_LARGE_LM)
+
+
 def test_mass_frame_pools_checkpoints():
     n = len(small.SMALL_N_VALUES)
     keys = [f"{u}_{t}" for u in ("pg", "ideal")
@@ -183,10 +220,21 @@ def test_brorl_claims_are_declared_for_the_engine():
                                            "brorl_training", "brorl_throughput")}
     assert set(got["brorl_small"].claims) >= {
         "small_phase1_plateau", "small_large_n_improves_beyond_plateau",
-        "small_large_n_beats_n8_equal_rollouts", "small_large_n_beats_n8_equal_wall_time",
+        "brorl_revival_equal_rollouts", "small_large_n_beats_n8_equal_wall_time",
         "small_mass_decrease_vanishes_sampled_pg"}
     na = {d.id for e in got.values() for d in e.declared if d.not_applicable}
     assert na == {"small_large_n_beats_n8_equal_wall_time", "large_n_raises_throughput"}
     assert [d.id for d in got["brorl_small"].declared if d.control] == [
         "small_phase1_raises_pass1"]
     assert got["brorl_small"].plan.bases >= 3 and got["brorl_small"].quick_plan.bases >= 2
+    # one claim per estimand: revival at equal rollouts is declared once (renamed, not copied)
+    assert "small_large_n_beats_n8_equal_rollouts" not in got["brorl_small"].claims
+    revival = {d.id: d for d in got["brorl_small"].declared}["brorl_revival_equal_rollouts"]
+    assert (revival.rule, revival.direction, revival.threshold, revival.fail_threshold) == (
+        "superiority", ">", 0.0, 0.0)
+    assert brorl.SMALL_NUMBERS["brorl_revival_equal_rollouts"] == "equal_rollouts"
+    # N=8 continues with phase 1's config, stopped after 8x N=64's steps: phase 1 must be at
+    # least that long, or N=8 would stop early and spend fewer rollouts
+    for quick in (True, False):
+        assert brorl.small_phase1(quick).steps >= (
+            small.N_LARGE_LM // small.N_SMALL_LM * brorl.small_phase2_steps(quick))

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlvr_lab.papers.dars import small_study as SS
-from rlvr_lab.papers.dars.small import budget_steps, smooth, value_at_level
+from rlvr_lab.papers.dars.small import budget_steps, interaction, smooth, value_at_level
 from simulations import dars as D
 
 
@@ -89,6 +89,77 @@ def test_small_arms():
     assert D.small_arm(base, "GRPO N=8", steps=40).steps == 40
     # +B is evaluated at its equal-rollouts step (steps // BREADTH) and at the end
     assert (base.steps // D.BREADTH) % b.eval_every == 0 and base.steps % b.eval_every == 0
+    # the depth x breadth cell: DARS-HW's stage with breadth, one full-batch update, at most
+    # S steps (it stops at DARS-HW's rollouts)
+    db = D.small_arm(base, D.DARS_B)
+    assert db.rollout == "dars" and dict(db.rollout_options) == {"schedule": "hw", "n_max": 64}
+    assert db.num_prompts == D.BREADTH * base.num_prompts and db.num_minibatches == 1
+    assert db.steps == base.steps
+
+
+def test_stop_at_budget_picks_the_closest_step():
+    # plain loop: the step count whose cumulative spend is closest to the budget (ties: stop)
+    for spend in ([10, 10, 10, 10, 10], [5, 12, 20, 7, 9], [30, 1, 1]):
+        for budget in (1, 14, 15, 16, 25, 31, 44):
+            got = next((t + 1 for t in range(len(spend))
+                        if SS.stop_at_budget(sum(spend[:t + 1]), spend[t], budget)),
+                       len(spend))
+            # with a constant spend per step the rule is exactly "closest total"
+            if len(set(spend)) == 1:
+                totals = np.cumsum(spend)
+                dist = np.abs(totals - budget)
+                want = int(np.flatnonzero(dist == dist.min())[0]) + 1
+                assert got == want, (spend, budget, got, want)
+            assert got >= 1
+
+
+class _FakeTrainer:
+    """Steps that spend ``spend[t]`` rollouts per seed; evaluate returns the step."""
+
+    def __init__(self, spend, steps, seeds=2):
+        self.spend, self.seeds = spend, seeds
+        self.config = SimpleNamespace(steps=steps, num_prompts=2, num_generations=8)
+
+    def init_state(self, num_seeds):
+        return 0
+
+    def train_step(self, key, state, t):
+        return state + 1, {"rollouts": np.full(self.seeds, float(self.spend[t])),
+                           "pass1": np.zeros(self.seeds)}
+
+    def evaluate(self, key, state, t):
+        return np.full((self.seeds, 3), float(state))
+
+
+def test_run_to_budget_stops_at_the_matching_step():
+    tr = _FakeTrainer([100.0] * 8, steps=8)
+    run = SS.run_to_budget(tr, None, 2, budget=340.0)     # 300 is closer than 400
+    assert run.steps_done == 3 and list(run.evals["step"]) == [0, 3]
+    assert run.history["rollouts"].shape == (3, 2)
+    np.testing.assert_allclose(run.evals["pass_at"][-1], 3.0)   # evaluated after step 3
+    assert SS.run_to_budget(tr, None, 2, budget=360.0).steps_done == 4
+    # never beyond config.steps
+    assert SS.run_to_budget(tr, None, 2, budget=1e9).steps_done == 8
+    # the matched totals lie within half a step of the budget
+    for budget in (120.0, 260.0, 555.0):
+        spent = SS.small_rollouts(SS.run_to_budget(tr, None, 2, budget), None).sum(0)
+        assert np.all(np.abs(spent - budget) <= 50.0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 9))
+def test_interaction_matches_a_plain_loop(seed, n):
+    rng = np.random.default_rng(seed)
+    cells = rng.uniform(0, 1, (4, n))
+    ref = np.array([(cells[0, i] - cells[1, i]) - (cells[2, i] - cells[3, i])
+                    for i in range(n)])
+    np.testing.assert_allclose(interaction(*cells), ref, rtol=0, atol=1e-15)
+    # additive cells (grpo + depth + breadth) have no interaction; a shared shift cancels
+    g, d, b = rng.uniform(0, 0.3, (3, n))
+    np.testing.assert_allclose(interaction(g + d + b, g + b, g + d, g), 0, atol=1e-15)
+    np.testing.assert_allclose(interaction(*(cells + 0.25)), ref, atol=1e-12)
+    with pytest.raises(ValueError, match="one shape"):
+        interaction(cells[0], cells[1][None], cells[2], cells[3])
 
 
 # --------------------------------------------------------------------------- the study's numbers
@@ -116,10 +187,14 @@ def test_small_numbers_pairs_each_dars_arm_at_its_own_budget():
             "DARS-ET": _fake_run({0: pa(0.1), 4: pa(0.3), 8: pa(0.5)}, 8, seeds, rollouts=22.0),
             "DARS-HW": _fake_run({0: pa(0.1), 4: pa(0.3), 8: pa(0.6)}, 8, seeds, rollouts=28.0),
             "GRPO N=32": _fake_run({0: pa(0.1), 4: pa(0.25), 8: pa(0.28)}, 8, seeds),
-            "GRPO N=8 +B": _fake_run({0: pa(0.1), 2: pa(0.32), 4: pa(0.4), 6: pa(0.4),
-                                      8: pa(0.5)}, 8, seeds, offset=0.05)}
+            # +B evaluated at S/4 = 2 (equal rollouts with GRPO at S) and at 3 (DARS-HW +B's
+            # budget in +B steps)
+            "GRPO N=8 +B": _fake_run({0: pa(0.1), 2: pa(0.32), 3: pa(0.36), 4: pa(0.4),
+                                      6: pa(0.4), 8: pa(0.5)}, 8, seeds, offset=0.05),
+            # DARS-HW +B stopped after 2 steps (its rollouts ~ DARS-HW's), read at its end
+            D.DARS_B: _fake_run({0: pa(0.1), 2: pa(0.52)}, 2, seeds, rollouts=4 * 26.0)}
     configs = {n: SimpleNamespace(num_prompts=2, num_generations=8) for n in runs}
-    info = {"steps DARS-ET": 11, "steps DARS-HW": 14}
+    info = {"steps DARS-ET": 11, "steps DARS-HW": 14, f"steps {D.DARS_B}": 3}
     out = SS.small_numbers(runs, configs, info, base)
     assert set(out) == set(D.SMALL_ARMS) == {c.id for c in D.SMALL_CLAIMS}
     np.testing.assert_allclose(out["small_grpo_raises_pass1"], 0.2)
@@ -130,6 +205,10 @@ def test_small_numbers_pairs_each_dars_arm_at_its_own_budget():
     np.testing.assert_allclose(out["small_naive_n32_early_not_final"], 0.28 - 0.3)
     np.testing.assert_allclose(out["small_dars_no_extra_cost_at_convergence"], 22 / 16)
     np.testing.assert_allclose(out["small_breadth_raises_pass1_equal_rollouts"], 0.32 - 0.3)
+    # each DARS cell minus its GRPO cell at the DARS cell's own budget: (0.52 - 0.36) with
+    # breadth, (0.6 - 0.4) without
+    np.testing.assert_allclose(out["dars_breadth_depth_orthogonal"],
+                               (0.52 - 0.36) - (0.6 - 0.4))
     # +B's curves are GRPO's shifted up by 0.05: it reaches each level earlier, where the
     # (falling) entropy is higher
     assert np.all(out["small_breadth_entropy_higher_equal_pass1"] > 0)
@@ -146,3 +225,12 @@ def test_small_plan_and_arms_of_claims():
     assert controls == ["small_grpo_raises_pass1"]
     # the "does not raise" margin is below the paper's smallest DARS gain (+1.6 pp Pass@128)
     assert 0 < D.NOT_FINAL_MARGIN < (81.2 - 79.6) / 100
+    # the 2x2's margin: half of DARS-HW's Pass@128 gain (82.1 - 79.6), smaller than the gain;
+    # the fail side is the whole gain
+    orth = {c.id: c for c in D.SMALL_CLAIMS}["dars_breadth_depth_orthogonal"]
+    assert orth.rule == "equivalence" and orth.level == 0.90
+    assert orth.threshold == 0.0125 < (82.1 - 79.6) / 100 and orth.fail_threshold == 0.025
+    assert set(D.SMALL_ARMS["dars_breadth_depth_orthogonal"]) == {"DARS-HW", D.DARS_B,
+                                                                  "GRPO N=8 +B"}
+    # DARS-HW +B runs before GRPO N=8 +B, which is read at its budget
+    assert SS.ARMS.index(D.DARS_B) < SS.ARMS.index("GRPO N=8 +B")
