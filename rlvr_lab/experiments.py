@@ -10,8 +10,11 @@ A paper reproduction registers experiments with :func:`experiment`::
 Every claim's ``measured`` value is computed in the run and compared with a stated criterion.
 The runner writes each experiment's result JSON, tables and figures atomically (temporary file
 + rename) and, on a rerun, skips an experiment whose result exists for the same config hash
-(experiment, quick flag, seeds, and the source of the library and of the experiment module),
-so an interrupted ``reproduce`` loses nothing that finished.
+(experiment, quick flag, seeds, and the source of the library and of the experiment module)
+and whose recorded sources are unchanged: every project module the run imported, even inside
+a function, is recorded while it runs and stored with its SHA-256 (:func:`run_sources`), so
+an edit of any of them recomputes it. An interrupted ``reproduce`` loses nothing that
+finished.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import math
 import os
 import pkgutil
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -297,6 +301,8 @@ class Result:
     config_hash: str
     skipped: bool = False
     error: str = ""
+    # {source file: sha256} of the modules the run executed (recorded while it ran)
+    sources: dict[str, str] = field(default_factory=dict)
 
     def claims_frame(self) -> pd.DataFrame:
         return pd.DataFrame([c.row() for c in self.claims], columns=list(CLAIM_COLUMNS))
@@ -554,6 +560,128 @@ def _source_digest(exp: Experiment) -> str:
     return h.hexdigest()
 
 
+# ----------------------------------------------------------------------------- run-time record
+# The modules an experiment imports while it runs -- including a module imported inside a
+# function, and one already loaded by an earlier experiment -- are recorded by wrapping
+# ``builtins.__import__`` and ``importlib.import_module`` for the duration of the run (and by
+# the new entries of ``sys.modules``). Their source files, with the modules they import at
+# module level, are stored with the result as ``{file: sha256}``; a stored result is reused
+# only while every one of those files is unchanged (:func:`_sources_unchanged`).
+_RECORDERS: list[set[str]] = []
+_RECORD_LOCK = threading.Lock()
+_SAVED_IMPORTS: dict[str, Any] = {}
+
+
+def _note(name: str) -> None:
+    for found in list(_RECORDERS):
+        found.add(name)
+
+
+def _recording_import(name, globals=None, locals=None, fromlist=(), level=0):
+    module = _SAVED_IMPORTS["__import__"](name, globals, locals, fromlist, level)
+    try:
+        full = name
+        if level:
+            package = (globals or {}).get("__package__") or (globals or {}).get("__name__", "")
+            full = importlib.util.resolve_name("." * level + name, package)
+        _note(full)
+        for item in fromlist or ():
+            if isinstance(item, str) and item != "*":
+                _note(f"{full}.{item}" if full else item)
+    except Exception:  # noqa: BLE001 - recording must never break an import
+        pass
+    return module
+
+
+def _recording_import_module(name, package=None):
+    module = _SAVED_IMPORTS["import_module"](name, package)
+    _note(module.__name__)
+    return module
+
+
+class _record_imports:
+    """``with _record_imports() as names:`` -> every module name imported meanwhile (by any
+    thread), whether or not it was loaded already."""
+
+    def __enter__(self) -> set[str]:
+        import builtins
+
+        self.names: set[str] = set()
+        with _RECORD_LOCK:
+            if not _RECORDERS:
+                _SAVED_IMPORTS["__import__"] = builtins.__import__
+                _SAVED_IMPORTS["import_module"] = importlib.import_module
+                builtins.__import__ = _recording_import
+                importlib.import_module = _recording_import_module
+            _RECORDERS.append(self.names)
+        return self.names
+
+    def __exit__(self, *exc) -> None:
+        import builtins
+
+        with _RECORD_LOCK:
+            del _RECORDERS[next(i for i, r in enumerate(_RECORDERS) if r is self.names)]
+            if not _RECORDERS:
+                builtins.__import__ = _SAVED_IMPORTS.pop("__import__")
+                importlib.import_module = _SAVED_IMPORTS.pop("import_module")
+
+
+def _source_roots(exp: Experiment) -> list[Path]:
+    """Folders whose modules are the project's: ``rlvr_lab``, ``simulations`` and the folder
+    of the experiment's own module."""
+    roots = [Path(__file__).resolve().parent, SIMULATIONS_DIR]
+    if exp.module_file:
+        roots.append(Path(exp.module_file).resolve().parent)
+    return roots
+
+
+def _module_source(name: str, roots: list[Path]) -> Path | None:
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None) if module is not None else None
+    if not file or not str(file).endswith(".py"):
+        return None
+    path = Path(file).resolve()
+    return path if any(path.is_relative_to(r) for r in roots) else None
+
+
+def _shown_path(f: Path) -> str:
+    root = Path(__file__).resolve().parents[1]
+    return str(f.relative_to(root)) if f.is_relative_to(root) else str(f)
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def run_sources(exp: Experiment, imported: Iterable[str]) -> dict[str, str]:
+    """``{source file: sha256}`` of what a run executed: the experiment's module, every
+    project module among ``imported`` (the names recorded while it ran), and, transitively,
+    the project modules these import at module level."""
+    roots = _source_roots(exp)
+    files = {Path(exp.module_file).resolve()} if exp.module_file else set()
+    files |= {f for f in (_module_source(n, roots) for n in set(imported)) if f is not None}
+    expanded = set(files)
+    covered: set[Path] = set()
+    for f in sorted(files):
+        if f not in covered:      # a file already reached is in an earlier closure
+            closure = source_files(f)
+            covered.update(closure)
+            expanded.update(closure)
+    return {_shown_path(f): _file_digest(f) or "" for f in sorted(expanded)}
+
+
+def _sources_unchanged(sources: dict[str, str]) -> bool:
+    root = Path(__file__).resolve().parents[1]
+    for name, digest in sources.items():
+        path = Path(name) if Path(name).is_absolute() else root / name
+        if not digest or _file_digest(path) != digest:
+            return False
+    return True
+
+
 def config_hash(exp: Experiment, *, quick: bool, seeds: int, seed: int = 0) -> str:
     payload = json.dumps({"name": exp.name, "quick": quick, "seeds": seeds, "seed": seed,
                           "source": _source_digest(exp)}, sort_keys=True)
@@ -580,7 +708,8 @@ def _read_result(path: Path) -> Result | None:
         return Result(experiment=data["experiment"], paper=data["paper"], claims=claims,
                       figures=list(data["figures"]), tables=list(data.get("tables", [])),
                       seconds=float(data["seconds"]), config_hash=data["config_hash"],
-                      skipped=True, error=data.get("error", "") or "")
+                      skipped=True, error=data.get("error", "") or "",
+                      sources=dict(data.get("sources") or {}))
     except Exception as err:  # noqa: BLE001 - any malformed content means "not usable"
         print(f"warning: ignoring unreadable results file {path} ({type(err).__name__}); "
               "that experiment will be recomputed", file=sys.stderr)
@@ -590,6 +719,10 @@ def _read_result(path: Path) -> Result | None:
 def _load_result(path: Path, chash: str, out_dir: Path) -> Result | None:
     result = _read_result(path)
     if result is None or result.config_hash != chash or result.error:
+        return None
+    # what the run executed (modules imported inside functions included) must be unchanged;
+    # a result without that record (an older file) cannot be checked, so it is recomputed
+    if not result.sources or not _sources_unchanged(result.sources):
         return None
     # a figure or table truncated by a crash exists but is empty: not reusable
     outputs = [out_dir / f"{f}.png" for f in result.figures]
@@ -631,15 +764,18 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
                   declared=exp.declared, plan=exp.plan_for(quick, explicit_seeds))
     start = time.perf_counter()
     error = ""
-    try:
-        with plotting.house_style():
-            claims = list(exp.fn(ctx))
-    except Exception:
-        if not catch:
-            raise
-        error = traceback.format_exc(limit=-3)
-        claims = _failed_claims(exp, error.strip().splitlines()[-1])
+    before = set(sys.modules)
+    with _record_imports() as imported:
+        try:
+            with plotting.house_style():
+                claims = list(exp.fn(ctx))
+        except Exception:
+            if not catch:
+                raise
+            error = traceback.format_exc(limit=-3)
+            claims = _failed_claims(exp, error.strip().splitlines()[-1])
     seconds = time.perf_counter() - start
+    sources = run_sources(exp, imported | (set(sys.modules) - before))
     claims = [dataclasses.replace(c, experiment=name, paper=c.paper or exp.paper,
                                   setting=c.setting or exp.setting,
                                   paper_ref=c.paper_ref or _bib_ref(c.id))
@@ -649,14 +785,16 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
         raise RuntimeError(f"experiment {name!r} declared claims {sorted(declared)} "
                            f"but returned {sorted(got)}")
     result = Result(experiment=name, paper=exp.paper, claims=claims, figures=ctx.figures,
-                    tables=ctx.tables, seconds=seconds, config_hash=chash, error=error)
+                    tables=ctx.tables, seconds=seconds, config_hash=chash, error=error,
+                    sources=sources)
     # only runs into the tracked figures (``reproduce``) are the toolkit's measured times
     if not error and out.resolve() == default_out_dir(quick).resolve():
         record_time(name, quick=quick, seeds=seeds, seconds=seconds)
     atomic_write_text(path, json.dumps({
         "experiment": name, "paper": exp.paper, "config_hash": chash, "quick": quick,
         "seeds": seeds, "seconds": seconds, "figures": ctx.figures, "tables": ctx.tables,
-        "error": error, "claims": [dataclasses.asdict(c) for c in claims]}, indent=1))
+        "error": error, "claims": [dataclasses.asdict(c) for c in claims],
+        "sources": sources}, indent=1))
     return result
 
 
