@@ -336,6 +336,17 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+def _os_error_line(err: OSError) -> str:
+    """One line for an OSError: a WriteError's own text, else the reason and the file."""
+    from rlvr_lab import io
+
+    if isinstance(err, io.WriteError):
+        return str(err).splitlines()[0] if str(err) else "write failed"
+    reason = err.strerror or str(err) or type(err).__name__
+    where = f": {_shown(err.filename)}" if err.filename else ""
+    return f"{reason}{where}".splitlines()[0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _COMMAND_LINE["active"] = argv is None
     parser = _build_parser()
@@ -356,6 +367,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f"rlvr-lab: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as err:
+        # a write that failed after the work started (full disk, a folder made read-only):
+        # one line, exit 1; the writers leave nothing half-written (rlvr_lab.io.WriteError)
+        print(f"rlvr-lab: error: {_os_error_line(err)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("rlvr-lab: interrupted; finished experiments are kept", file=sys.stderr)
         # returning runs interpreter shutdown while XLA's threads may still be working, which

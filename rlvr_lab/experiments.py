@@ -199,6 +199,8 @@ class Context:
     tables: list = field(default_factory=list)
     declared: tuple[claims_engine.Declared, ...] = ()
     plan: claims_engine.SeedPlan | None = None
+    # {path relative to out_dir: sha256} of every file written, checked before a reuse
+    outputs: dict = field(default_factory=dict)
 
     def key(self, salt: int = 0) -> jax.Array:
         """A typed ``jax.random.key`` derived from the run seed (and an optional salt).
@@ -249,16 +251,25 @@ class Context:
         return tqdm(iterable, desc=f"{self.name}: {desc}", total=total, leave=False,
                     file=sys.stderr, disable=None)
 
+    def _written(self, path: Path, data: bytes | None = None) -> None:
+        if data is None:
+            data = Path(path).read_bytes()
+        self.outputs[Path(path).relative_to(self.out_dir).as_posix()] = \
+            hashlib.sha256(data).hexdigest()
+
     def save_figure(self, fig: Figure, name: str) -> list[Path]:
         paths = plotting.save_figure(fig, name, out_dir=self.out_dir)
+        for p in paths:
+            self._written(p)
         self.figures.append(name)
         return paths
 
     def save_table(self, df: pd.DataFrame, name: str) -> Path:
         """Write ``data/<name>.csv.gz`` (six significant digits; ``pd.read_csv`` reads it)."""
         path = self.out_dir / "data" / f"{name}.csv.gz"
-        atomic_write_bytes(path, gzip.compress(
-            df.to_csv(index=False, float_format="%.6g").encode(), mtime=0))
+        data = gzip.compress(df.to_csv(index=False, float_format="%.6g").encode(), mtime=0)
+        atomic_write_bytes(path, data)
+        self._written(path, data)
         self.tables.append(name)
         return path
 
@@ -303,6 +314,9 @@ class Result:
     error: str = ""
     # {source file: sha256} of the modules the run executed (recorded while it ran)
     sources: dict[str, str] = field(default_factory=dict)
+    # {output file relative to the out folder: sha256}; None in a file written before outputs
+    # were recorded (then it cannot be checked and is not reused)
+    outputs: dict[str, str] | None = None
 
     def claims_frame(self) -> pd.DataFrame:
         return pd.DataFrame([c.row() for c in self.claims], columns=list(CLAIM_COLUMNS))
@@ -709,7 +723,8 @@ def _read_result(path: Path) -> Result | None:
                       figures=list(data["figures"]), tables=list(data.get("tables", [])),
                       seconds=float(data["seconds"]), config_hash=data["config_hash"],
                       skipped=True, error=data.get("error", "") or "",
-                      sources=dict(data.get("sources") or {}))
+                      sources=dict(data.get("sources") or {}),
+                      outputs=None if data.get("outputs") is None else dict(data["outputs"]))
     except Exception as err:  # noqa: BLE001 - any malformed content means "not usable"
         print(f"warning: ignoring unreadable results file {path} ({type(err).__name__}); "
               "that experiment will be recomputed", file=sys.stderr)
@@ -724,12 +739,20 @@ def _load_result(path: Path, chash: str, out_dir: Path) -> Result | None:
     # a result without that record (an older file) cannot be checked, so it is recomputed
     if not result.sources or not _sources_unchanged(result.sources):
         return None
-    # a figure or table truncated by a crash exists but is empty: not reusable
-    outputs = [out_dir / f"{f}.png" for f in result.figures]
-    outputs += [out_dir / "data" / f"{t}.csv.gz" for t in result.tables]
-    if not all(p.is_file() and p.stat().st_size > 0 for p in outputs):
-        return None
-    return result
+    return result if _outputs_intact(result, Path(out_dir)) else None
+
+
+def _outputs_intact(result: Result, out_dir: Path) -> bool:
+    """Every figure (PNG and PDF) and table of ``result`` exists with the SHA-256 recorded
+    when it was written: a file truncated, deleted or replaced since is not reused (the
+    experiment is recomputed and writes it again)."""
+    if result.outputs is None:
+        return False
+    expected = {f"{f}.{ext}" for f in result.figures for ext in ("png", "pdf")}
+    expected |= {f"data/{t}.csv.gz" for t in result.tables}
+    if not expected <= set(result.outputs):
+        return False
+    return all(_file_digest(out_dir / rel) == digest for rel, digest in result.outputs.items())
 
 
 def _stored(exp: Experiment, *, quick: bool, seeds: int | None, out: Path, seed: int = 0,
@@ -786,7 +809,7 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
                            f"but returned {sorted(got)}")
     result = Result(experiment=name, paper=exp.paper, claims=claims, figures=ctx.figures,
                     tables=ctx.tables, seconds=seconds, config_hash=chash, error=error,
-                    sources=sources)
+                    sources=sources, outputs=dict(ctx.outputs))
     # only runs into the tracked figures (``reproduce``) are the toolkit's measured times
     if not error and out.resolve() == default_out_dir(quick).resolve():
         record_time(name, quick=quick, seeds=seeds, seconds=seconds)
@@ -794,7 +817,7 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
         "experiment": name, "paper": exp.paper, "config_hash": chash, "quick": quick,
         "seeds": seeds, "seconds": seconds, "figures": ctx.figures, "tables": ctx.tables,
         "error": error, "claims": [dataclasses.asdict(c) for c in claims],
-        "sources": sources}, indent=1))
+        "sources": sources, "outputs": ctx.outputs}, indent=1))
     return result
 
 

@@ -4,15 +4,21 @@ write failures are one line with nothing half-written.
 The experiments are dummies in a temporary folder (the folder of an experiment's module counts
 as project source, like ``simulations/``), registered only for the test.
 """
+import errno
+import hashlib
 import importlib.util
 import json
+import os
 import sys
+import tempfile
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from rlvr_lab import experiments
+from rlvr_lab import io as rio
 
 EXPERIMENT = '''
 from rlvr_lab.experiments import claim, experiment
@@ -126,3 +132,164 @@ def test_real_experiment_records_its_modules():
     sources = experiments.run_sources(exp, ["simulations.tiny_grpo", "rlvr_lab.losses"])
     assert "simulations/tiny_grpo.py" in sources and "rlvr_lab/losses.py" in sources
     assert all(len(v) == 64 for v in sources.values())
+
+
+# ----------------------------------------------------------------------------- outputs, writes
+FIGURE_EXPERIMENT = '''
+import pandas as pd
+
+from rlvr_lab.experiments import claim, experiment
+
+CALLS = {{"n": 0}}
+
+
+@experiment("{name}", paper="OutputsPaper{uid}", claims=("{name}_ok",), quick_seeds=1)
+def run(ctx):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    CALLS["n"] += 1
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1, 0, 1])
+    ctx.save_figure(fig, "{name}_fig")
+    plt.close(fig)
+    ctx.save_table(pd.DataFrame({{"x": list(range(200))}}), "{name}_table")
+    return [claim("{name}_ok", "one is one", 1.0, True, "measured == 1")]
+'''
+
+
+@pytest.fixture
+def figs(tmp_path, monkeypatch):
+    uid = uuid.uuid4().hex[:8]
+    name = f"_outputs_{uid}"
+    src = tmp_path / "src"
+    src.mkdir()
+    path = src / f"outputs_exp_{uid}.py"
+    path.write_text(FIGURE_EXPERIMENT.format(name=name, uid=uid))
+    monkeypatch.setattr(experiments, "_LOADED", True)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield SimpleNamespace(calls=module.CALLS, name=name, out=tmp_path / "out")
+    experiments._EXPERIMENTS._items.pop(name, None)
+
+
+def _damage(path, how):
+    data = path.read_bytes()
+    if how == "truncate":
+        path.write_bytes(data[: len(data) // 2])      # a readable prefix, not empty
+    elif how == "flip":
+        path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))   # same size
+    else:
+        path.unlink()
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip", "delete"])
+@pytest.mark.parametrize("victim", ["fig.png", "fig.pdf", "table.csv.gz"])
+def test_broken_output_is_recomputed(figs, victim, how):
+    experiments.run(figs.name, quick=True, out_dir=figs.out)
+    assert experiments.run(figs.name, quick=True, out_dir=figs.out).skipped
+    rel = f"data/{figs.name}_table.csv.gz" if victim.endswith("csv.gz") else \
+        f"{figs.name}_{victim}"
+    size = (figs.out / rel).stat().st_size
+    _damage(figs.out / rel, how)
+    again = experiments.run(figs.name, quick=True, out_dir=figs.out)
+    assert not again.skipped and figs.calls["n"] == 2, f"{how} {victim} was reused"
+    rewritten = (figs.out / rel).read_bytes()              # written again, whole
+    assert abs(len(rewritten) - size) < 64
+    assert again.outputs[rel] == hashlib.sha256(rewritten).hexdigest()
+    assert experiments.run(figs.name, quick=True, out_dir=figs.out).skipped
+
+
+def test_result_without_output_digests_is_recomputed(figs):
+    experiments.run(figs.name, quick=True, out_dir=figs.out)
+    path = experiments._result_path(figs.out, figs.name)
+    data = json.loads(path.read_text())
+    assert set(data["outputs"]) == {f"{figs.name}_fig.png", f"{figs.name}_fig.pdf",
+                                    f"data/{figs.name}_table.csv.gz"}
+    data.pop("outputs")
+    path.write_text(json.dumps(data))
+    assert not experiments.run(figs.name, quick=True, out_dir=figs.out).skipped
+
+
+class _NoSpace:
+    """A file object whose writes fail like a full disk after a few bytes."""
+
+    def __init__(self, fh):
+        self.fh = fh
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()
+
+    def write(self, data):
+        self.fh.write(data[:3])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _full_disk(monkeypatch):
+    real = os.fdopen
+    monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: _NoSpace(real(fd, *a, **k)))
+
+
+def _leftovers(folder):
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")]
+
+
+def test_atomic_write_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    target = tmp_path / "a" / "f.bin"
+    rio.atomic_write_bytes(target, b"old content")
+    _full_disk(monkeypatch)
+    with pytest.raises(rio.WriteError) as err:
+        rio.atomic_write_bytes(target, b"new content" * 100)
+    assert str(err.value) == f"cannot write {target}: No space left on device"
+    assert err.value.errno == errno.ENOSPC and isinstance(err.value, OSError)
+    assert target.read_bytes() == b"old content" and not _leftovers(tmp_path)
+
+
+def test_folder_made_read_only_while_rendering_leaves_nothing(tmp_path, monkeypatch):
+    """The figure is rendered away from the output folder; the folder refusing new files
+    afterwards (read-only) is one WriteError and no temporary file."""
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def render(tmp):
+        Path(tmp).write_bytes(b"\x89PNG rendered")
+        assert not list(out.iterdir()), "rendered inside the output folder"
+        real = tempfile.mkstemp
+
+        def refuse(*a, dir=None, **k):
+            if Path(dir) == out:
+                raise PermissionError(errno.EACCES, "Permission denied")
+            return real(*a, dir=dir, **k)
+        monkeypatch.setattr(tempfile, "mkstemp", refuse)
+
+    with pytest.raises(rio.WriteError, match=r"cannot write .*fig\.png: Permission denied"):
+        rio.atomic_save(out / "fig.png", render)
+    assert not list(out.iterdir())
+
+
+def test_a_long_file_name_that_fits_gets_a_temporary_name_that_fits(tmp_path):
+    name = "x" * 250 + ".png"                     # 254 characters: a legal name
+    rio.atomic_write_bytes(tmp_path / name, b"ok")
+    assert (tmp_path / name).read_bytes() == b"ok"
+    with pytest.raises(rio.WriteError, match="name too long"):
+        rio.atomic_write_bytes(tmp_path / ("y" * 300), b"no")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_cli_run_on_a_full_disk_is_one_line(figs, monkeypatch, capsys):
+    from rlvr_lab import cli
+
+    experiments.run(figs.name, quick=True, out_dir=figs.out)   # an earlier, whole result
+    stored = {p: p.read_bytes() for p in figs.out.rglob("*") if p.is_file()}
+    _full_disk(monkeypatch)
+    code = cli.main(["run", figs.name, "--quick", "--force", "--out", str(figs.out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith("rlvr-lab: error: cannot write ") and "No space left" in err
+    assert "Traceback" not in err and not _leftovers(figs.out)
+    assert {p: p.read_bytes() for p in figs.out.rglob("*") if p.is_file()} == stored
