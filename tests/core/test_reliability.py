@@ -293,3 +293,77 @@ def test_cli_run_on_a_full_disk_is_one_line(figs, monkeypatch, capsys):
     assert err.startswith("rlvr-lab: error: cannot write ") and "No space left" in err
     assert "Traceback" not in err and not _leftovers(figs.out)
     assert {p: p.read_bytes() for p in figs.out.rglob("*") if p.is_file()} == stored
+
+
+# ----------------------------------------------------------------------------- CLI
+CLI_CALLS = {"n": 0}
+
+
+@experiments.experiment("_rel_cli_tiny", paper="RelCliPaper", claims=("rel_tiny",),
+                        quick_seeds=1)
+def _rel_cli_tiny(ctx):
+    CLI_CALLS["n"] += 1
+    return [experiments.claim("rel_tiny", "three is three", 3.0, True, "measured == 3")]
+
+
+def _usage_error(argv, capsys):
+    from rlvr_lab import cli
+
+    code = cli.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, (code, err)
+    return err
+
+
+@pytest.mark.parametrize("parts", [["a" * 300], ["ok", "b" * 256, "c"]])
+def test_out_with_a_name_too_long(tmp_path, capsys, parts):
+    out = tmp_path.joinpath(*parts)
+    calls = CLI_CALLS["n"]
+    err = _usage_error(["run", "_rel_cli_tiny", "--quick", "--out", str(out)], capsys)
+    assert "--out" in err and "at most 255" in err
+    assert not list(tmp_path.iterdir()) and CLI_CALLS["n"] == calls
+
+
+def test_out_with_a_path_too_long(tmp_path, capsys):
+    out = tmp_path.joinpath(*["d" * 200] * 25)             # ~5000 characters
+    err = _usage_error(["run", "_rel_cli_tiny", "--quick", "--out", str(out)], capsys)
+    assert "--out" in err and "characters long" in err and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["run", "_rel_cli_tiny", "--seeds", "3", "--seeds", "4"], "--seeds"),
+    (["run", "_rel_cli_tiny", "--format", "md", "--format", "csv"], "--format"),
+    (["reproduce", "--format", "md", "--format", "csv"], "--format"),
+    (["reproduce", "--jobs", "1", "--jobs", "2"], "--jobs"),
+])
+def test_repeated_flags_are_rejected(argv, flag, capsys):
+    err = _usage_error(argv, capsys)
+    assert f"{flag} given twice" in err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "99999", "1.5", "two", ""])
+def test_bad_jobs_names_jobs(value, capsys):
+    from rlvr_lab import cli
+
+    err = _usage_error(["reproduce", "--quick", "--jobs", value], capsys)
+    assert "--jobs" in err and "--seeds" not in err and repr(value) in err
+    assert f"between 1 and {cli.MAX_JOBS}" in err
+
+
+def test_bad_xla_flag_is_one_line_before_any_work(monkeypatch, capsys, tmp_path):
+    from rlvr_lab import cli
+
+    monkeypatch.setenv("XLA_FLAGS", "--bogus_flag")
+    CLI_CALLS["n"] = 0
+    err = _usage_error(["run", "_rel_cli_tiny", "--quick", "--out", str(tmp_path / "o")],
+                       capsys)
+    assert "XLA_FLAGS" in err and "--bogus_flag" in err and "unknown" in err
+    assert CLI_CALLS["n"] == 0 and not (tmp_path / "o").exists()
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=abc")
+    err = _usage_error(["run", "_rel_cli_tiny", "--quick", "--out", str(tmp_path / "o")],
+                       capsys)
+    assert "xla_backend_optimization_level" in err and "abc" in err
+    # a valid flag passes (and the experiment runs)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1")
+    assert cli.main(["run", "_rel_cli_tiny", "--quick", "--out", str(tmp_path / "o")]) == 0
+    assert CLI_CALLS["n"] == 1
