@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from rlvr_lab import claims as claims_engine
@@ -767,6 +768,35 @@ def _stored(exp: Experiment, *, quick: bool, seeds: int | None, out: Path, seed:
     return seeds, chash, cached
 
 
+MAX_SEEDS = 4096   # seeds are vmapped in memory (the command line's --seeds cap)
+
+
+def _check_run_arguments(*, quick, seeds, out_dir, force, seed, catch) -> None:
+    """One-line errors for :func:`run`'s arguments, before anything runs or is stored."""
+    for flag, value in (("quick", quick), ("force", force), ("catch", catch)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{flag}={value!r} is not allowed; it must be True or False")
+    if seeds is not None:
+        positive_int("seeds", seeds)
+        if seeds > MAX_SEEDS:
+            raise ValueError(f"seeds={seeds!r} is not allowed; at most {MAX_SEEDS}")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) \
+            or not 0 <= seed < 2**31:
+        raise ValueError(f"seed={seed!r} is not allowed; it must be an integer in 0..2**31-1")
+    if out_dir is not None:
+        if not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir).strip():
+            raise TypeError(f"out_dir={out_dir!r} is not allowed; give a folder path")
+        path = Path(out_dir)
+        try:
+            blocked = path.exists() and not path.is_dir()
+        except (OSError, ValueError) as err:
+            raise ValueError(f"out_dir={str(out_dir)[:80]!r} is not usable: "
+                             f"{getattr(err, 'strerror', None) or err}") from None
+        if blocked:
+            raise ValueError(f"out_dir={str(out_dir)[:80]!r} is not allowed; it is a file, "
+                             "not a folder")
+
+
 def run(name: str, *, quick: bool = False, seeds: int | None = None,
         out_dir: str | Path | None = None, force: bool = False, seed: int = 0,
         catch: bool = False) -> Result:
@@ -776,6 +806,8 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
     With ``catch=True`` an exception is recorded in ``Result.error`` instead of raised.
     """
     exp = get(name)
+    _check_run_arguments(quick=quick, seeds=seeds, out_dir=out_dir, force=force, seed=seed,
+                         catch=catch)
     out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
     explicit_seeds = seeds
     seeds, chash, cached = _stored(exp, quick=quick, seeds=seeds, out=out, seed=seed,

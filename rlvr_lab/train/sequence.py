@@ -44,13 +44,14 @@ from jax.typing import ArrayLike
 
 from rlvr_lab import io as _io
 from rlvr_lab import losses, metrics
+from rlvr_lab._registry import positive_int
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
 from rlvr_lab.train import checkpoint, core, sft
 from rlvr_lab.train import config as C
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.seed_threads import threaded_seed_map
-from rlvr_lab.utils import DECODE_COMPILE
+from rlvr_lab.utils import DECODE_COMPILE, check_key
 
 
 ROLLOUT_CORRECTIONS = ("none", "tis", "mis")
@@ -129,6 +130,7 @@ class SequenceRLConfig:
     track_kl: bool = C.option(False, C.boolean)
 
     def __post_init__(self):
+        C.check_rollouts(self)
         rollouts = self.num_prompts * self.num_generations
         if rollouts % self.num_minibatches:
             raise ValueError(f"num_minibatches={self.num_minibatches} must divide "
@@ -665,6 +667,10 @@ def run(config: SequenceRLConfig, key: jax.Array, num_seeds: int = 1, *,
     simulate an interruption). Held-out evaluation at step 0, every ``eval_every`` steps and
     at the end.
     """
+    if not isinstance(config, SequenceRLConfig):
+        raise TypeError(f"config={str(config)[:60]!r} is not allowed; pass a SequenceRLConfig")
+    check_key(key)
+    positive_int("num_seeds", num_seeds)
     trainer = trainer or Trainer(config, verbose=verbose)
     start = time.perf_counter()
     state = trainer.init_state(num_seeds)
