@@ -682,14 +682,19 @@ def run(config: SequenceRLConfig, key: jax.Array, num_seeds: int = 1, *,
             meta = checkpoint.read_meta(checkpoint_path)
             expect = {"config_hash": config.hash(), "num_seeds": num_seeds,
                       "key": np.asarray(jax.random.key_data(key)).tolist()}
-            state = checkpoint.load(checkpoint_path, state, expect)
-            steps_done = meta["steps_done"]
-            history = {k: [np.asarray(r) for r in v] for k, v in meta["history"].items()}
-            evals = {"step": list(meta["evals"]["step"]),
-                     "pass_at": [np.asarray(p) for p in meta["evals"]["pass_at"]]}
+            loaded = checkpoint.load(checkpoint_path, state, expect)
+            # the metadata is parsed in full before anything is used (a forged field is a
+            # rejected checkpoint, not a crash or a half-resumed run)
+            done = meta["steps_done"]
+            C.non_negative_int("steps_done", done)
+            loaded_history = {k: [np.asarray(r) for r in v] for k, v in meta["history"].items()}
+            loaded_evals = {"step": list(meta["evals"]["step"]),
+                            "pass_at": [np.asarray(p) for p in meta["evals"]["pass_at"]]}
+            state, steps_done, history, evals = loaded, done, loaded_history, loaded_evals
         except FileNotFoundError:
             pass
-        except checkpoint.CheckpointError as err:
+        except (checkpoint.CheckpointError, KeyError, TypeError, ValueError,
+                AttributeError) as err:
             import warnings
             warnings.warn(f"RL checkpoint not used ({err}); starting from the SFT base",
                           stacklevel=2)
