@@ -154,42 +154,43 @@ def _name_limits(path: Path) -> tuple[int, int]:
         return 255, 4096
 
 
-def _check_out_dir(out: str) -> Path:
-    """The --out folder must be creatable and writable; checked before any work."""
+def _check_out_dir(out: str, what: str = "--out") -> Path:
+    """The --out folder (or the folder an environment variable ``what`` names) must be
+    creatable and writable; checked before any work."""
     if not out.strip():
-        raise UsageError("--out '' is empty; give a folder path")
+        raise UsageError(f"{what} '' is empty; give a folder path")
     if "\0" in out:
-        raise UsageError(f"--out {_shown(out)} contains a NUL character")
+        raise UsageError(f"{what} {_shown(out)} contains a NUL character")
     if ".." in Path(out).parts:
         # mkdir would create the folders before '..' that the path then leaves again
-        raise UsageError(f"--out {_shown(out)} contains '..'; give the folder without it")
+        raise UsageError(f"{what} {_shown(out)} contains '..'; give the folder without it")
     path = Path(out)
     name_max, path_max = _name_limits(path)
     longest = max(path.parts, key=len, default="")
     if len(longest.encode(errors="surrogateescape")) > name_max:
-        raise UsageError(f"--out {_shown(out)} has a folder name of {len(longest)} characters; "
+        raise UsageError(f"{what} {_shown(out)} has a folder name of {len(longest)} characters; "
                          f"at most {name_max} are allowed per name")
     # room for the files written inside it (results/<experiment>.json, data/<table>.csv.gz)
     longest_path = path_max - 1 - OUT_HEADROOM
     if len(str(path.absolute()).encode(errors="surrogateescape")) > longest_path:
-        raise UsageError(f"--out {_shown(out)} is {len(str(path.absolute()))} characters long "
+        raise UsageError(f"{what} {_shown(out)} is {len(str(path.absolute()))} characters long "
                          f"as an absolute path; at most {longest_path} are allowed")
     if path.is_symlink() and not path.exists():
-        raise UsageError(f"--out {_shown(out)} is a dangling symbolic link")
+        raise UsageError(f"{what} {_shown(out)} is a dangling symbolic link")
     if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {_shown(out)} is not a directory")
+        raise UsageError(f"{what} {_shown(out)} is not a directory")
     probe = path
     while not probe.exists():
         if probe.is_symlink() or probe == probe.parent:
-            raise UsageError(f"--out {_shown(out)} is not creatable")
+            raise UsageError(f"{what} {_shown(out)} is not creatable")
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {_shown(out)} is not writable")
+        raise UsageError(f"{what} {_shown(out)} is not writable")
     try:
         with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError:
-        raise UsageError(f"--out {_shown(out)} is not writable") from None
+        raise UsageError(f"{what} {_shown(out)} is not writable") from None
     return path
 
 
@@ -219,9 +220,11 @@ def _cmd_run(args) -> int:
     # `run` writes to the user's output folder; only `reproduce` writes the tracked figures/
     from rlvr_lab import io
 
+    what = "--out"
     if args.out is None:
         args.out = str(io.output_dir() / "quick" if args.quick else io.output_dir())
-    out = where = _check_out_dir(args.out)
+        what = "RLVR_LAB_OUTPUT folder" if os.environ.get("RLVR_LAB_OUTPUT") else "output folder"
+    out = where = _check_out_dir(args.out, what)
     if args.quick:
         _quick_compile_profile()
     result = experiments.run(args.name, quick=args.quick, seeds=args.seeds, out_dir=out,
@@ -332,7 +335,9 @@ def _cmd_reproduce(args) -> int:
         papers = experiments.papers()
         if args.only.lower() not in {p.lower() for p in papers}:
             raise UsageError(f"unknown paper {_shown(args.only)}; valid: {', '.join(papers)}")
-    _check_out_dir(str(experiments.default_out_dir(args.quick)))
+    _check_out_dir(str(experiments.default_out_dir(args.quick)),
+                   "RLVR_LAB_FIGURES folder" if os.environ.get("RLVR_LAB_FIGURES")
+                   else "figures folder")
     if args.quick:
         _quick_compile_profile()
     jobs = experiments.default_jobs() if args.jobs is None else args.jobs
@@ -422,6 +427,17 @@ def _xla_flags_problem(flags: str) -> str | None:
     return problem
 
 
+def _check_cache_dirs() -> None:
+    """``RLVR_LAB_CACHE`` / ``RLVR_LAB_XLA_CACHE``, when set, must name usable folders."""
+    from rlvr_lab import io
+
+    if os.environ.get("RLVR_LAB_CACHE"):
+        _check_out_dir(str(io.cache_dir()), "RLVR_LAB_CACHE")
+    xla = os.environ.get("RLVR_LAB_XLA_CACHE")
+    if xla and io.xla_cache_dir() is not None:
+        _check_out_dir(str(io.xla_cache_dir()), "RLVR_LAB_XLA_CACHE")
+
+
 def _check_xla_flags() -> None:
     """A bad ``XLA_FLAGS`` is one usage error before any work starts."""
     flags = os.environ.get("XLA_FLAGS", "")
@@ -459,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # the package again (~2 s)
             _restart_with_malloc_tuning()
         if args.command in COMPUTING_COMMANDS:
+            _check_cache_dirs()
             _check_xla_flags()
         return handler(args)
     except UsageError as err:

@@ -367,3 +367,14 @@ def test_bad_xla_flag_is_one_line_before_any_work(monkeypatch, capsys, tmp_path)
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=1")
     assert cli.main(["run", "_rel_cli_tiny", "--quick", "--out", str(tmp_path / "o")]) == 0
     assert CLI_CALLS["n"] == 1
+
+
+@pytest.mark.parametrize("var", ["RLVR_LAB_CACHE", "RLVR_LAB_XLA_CACHE", "RLVR_LAB_OUTPUT"])
+def test_env_folder_that_is_a_file_is_one_line_naming_the_variable(var, tmp_path, monkeypatch,
+                                                                    capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv(var, str(blocker))
+    calls = CLI_CALLS["n"]
+    err = _usage_error(["run", "_rel_cli_tiny", "--quick"], capsys)
+    assert var in err and CLI_CALLS["n"] == calls
