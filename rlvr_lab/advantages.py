@@ -18,10 +18,15 @@ whole batch for ``scale="batch"`` and ``reinforce_pp_baseline``); wrap the estim
 
 Degenerate but valid inputs give 0, never NaN: a group of equal rewards, a group with one
 valid rollout (``G = 1`` included), a fully masked group or batch, ``eps = 0`` with a zero scale.
+``rewards`` must be real (complex, text: one-line TypeError). ``grpo`` stays finite for rewards
+up to the dtype's largest value (``[[3e38, -3e38, 0]]`` in float32): its statistics are then
+computed on ``rewards / s`` with a power of two ``s`` (``s = 1``, bit for bit the plain formula,
+for every reward below ``sqrt(max / size) / 2``, about 1e18 in float32).
 """
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -30,7 +35,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from rlvr_lab._registry import Registry, check_choice
-from rlvr_lab.utils import check_finite, check_number
+from rlvr_lab.utils import check_finite, check_number, check_real
 
 _REGISTRY: Registry = Registry("estimator", "advantage estimator")
 
@@ -43,6 +48,7 @@ class Advantages(NamedTuple):
 
 
 def _prepare(rewards, mask):
+    check_real(rewards, "rewards")
     rewards = jnp.asarray(rewards)
     if not jnp.issubdtype(rewards.dtype, jnp.floating):
         rewards = rewards.astype(jnp.float32)
@@ -54,6 +60,7 @@ def _prepare(rewards, mask):
     if mask is None:
         mask = jnp.ones(rewards.shape, dtype=bool)
     else:
+        check_real(mask, "mask")
         mask = jnp.asarray(mask, dtype=bool)
         if mask.shape != rewards.shape:
             raise ValueError(f"mask shape {mask.shape} does not match rewards shape "
@@ -95,6 +102,21 @@ def _divide(centred, scale):
     return jnp.where((centred == 0) | (scale == 0), jnp.zeros_like(centred), centred / safe)
 
 
+def _overflow_scale(rewards, mask, per_group=True):
+    """Powers of two ``s`` (per group ``[B, 1]``, or one for the batch) such that the
+    statistics of ``rewards / s`` cannot overflow; exactly 1 unless the valid rewards come
+    within ``sqrt(max / n) / 2`` of the dtype's largest value (then dividing by ``s`` is
+    exact, and ``A(r, eps) = A(r / s, eps / s)`` for every std-scaled estimator)."""
+    info = jnp.finfo(rewards.dtype)
+    big = jnp.abs(jnp.where(mask, rewards, 0)).max(axis=-1 if per_group else None,
+                                                   keepdims=per_group)
+    limit = math.sqrt(float(info.max) / (rewards.shape[-1] if per_group else rewards.size)) / 2
+    # |rewards / s| < 4; 1 / s stays a normal number (XLA flushes subnormals to zero)
+    exponent = jnp.minimum(jnp.floor(jnp.log2(jnp.maximum(big, 1))), info.maxexp - 2)
+    s = jnp.ldexp(jnp.ones((), rewards.dtype), exponent.astype(jnp.int32))
+    return jnp.where(big > limit, s, jnp.ones((), rewards.dtype))
+
+
 def _check_eps(eps):
     check_number(eps, "eps", ">= 0", lambda v: v >= 0)
 
@@ -116,6 +138,8 @@ def grpo(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str = "std
     check_choice("scale", scale, ("std", "none", "batch"))
     rewards, mask = _prepare(rewards, mask)
     _check_eps(eps)
+    s = _overflow_scale(rewards, mask, scale != "batch")   # 1 unless rewards are huge
+    rewards, eps = rewards / s, eps / s
     n, mean, std = _group_stats(rewards, mask)
     centred = rewards - mean
     if scale == "std":
@@ -123,7 +147,7 @@ def grpo(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str = "std
     elif scale == "batch":
         adv = _divide(centred, _batch_std(rewards, mask)[0] + eps)
     else:
-        adv = centred
+        adv = centred * s
     return _finish(adv, n, mask)
 
 

@@ -1,13 +1,17 @@
 """``rlvr-lab``: list experiments, run one, reproduce all claims, benchmark.
 
-Bad input (unknown experiment or paper, bad seed count, unknown flag, unwritable --out) gets
-one line naming the value and what is allowed, exit status 2, no traceback, nothing written.
+Bad input (unknown experiment or paper, bad seed or job count, unknown or repeated flag,
+unwritable or too long --out, an XLA_FLAGS that XLA would refuse) gets one line naming the
+value and what is allowed, exit status 2, no traceback, nothing written; all of it is checked
+before any work. A write that fails later (full disk, a folder made read-only) is one line,
+exit status 1, with nothing half-written left behind.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -38,18 +42,30 @@ def _shown(text: str) -> str:
     return repr(text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "...")
 
 
-def _positive_int(text: str) -> int:
-    # int() accepts full-width digits, underscores and surrounding spaces; a seed count is
-    # typed by a person, so anything but plain ASCII digits is more likely a mistake
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(
-            f"invalid --seeds value {_shown(text)}: must be a positive integer written with "
-            f"ASCII digits 0-9, at most {MAX_SEEDS}")
-    value = int(text, 10)
-    if not 1 <= value <= MAX_SEEDS:
-        raise argparse.ArgumentTypeError(
-            f"invalid --seeds value {_shown(text)}: must be between 1 and {MAX_SEEDS}")
-    return value
+def _bounded_int(flag: str, maximum: int, why: str = ""):
+    """The argparse type of a count flag: ASCII digits, 1..``maximum``; the error names
+    ``flag`` and the allowed range."""
+    def parse(text: str) -> int:
+        # int() accepts full-width digits, underscores and surrounding spaces; a count is
+        # typed by a person, so anything but plain ASCII digits is more likely a mistake
+        if not (text.isascii() and text.isdigit()):
+            raise argparse.ArgumentTypeError(
+                f"invalid {flag} value {_shown(text)}: must be a positive integer written with "
+                f"ASCII digits 0-9, between 1 and {maximum}{why}")
+        value = int(text, 10)
+        if not 1 <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"invalid {flag} value {_shown(text)}: must be between 1 and {maximum}{why}")
+        return value
+    parse.__name__ = flag.lstrip("-")    # argparse names the type in some messages
+    return parse
+
+
+_positive_int = _bounded_int("--seeds", MAX_SEEDS)
+# worker processes of `reproduce`: each holds its own JAX runtime; more than the machine's
+# cores only queues them
+MAX_JOBS = max(1, os.cpu_count() or 1)
+_jobs = _bounded_int("--jobs", MAX_JOBS, " (this machine's CPU cores)")
 
 
 FORMATS = ("table", "md", "csv", "json")
@@ -90,21 +106,24 @@ def _build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one experiment")
     run.add_argument("name", help="experiment name (see `rlvr-lab list`)")
     run.add_argument("--quick", action="store_true", help="small settings (minutes -> seconds)")
-    run.add_argument("--seeds", type=_positive_int, default=None, help="number of seeds")
+    run.add_argument("--seeds", type=_positive_int, default=None, action=_Once,
+                     help="number of seeds")
     run.add_argument("--out", default=None, action=_Once,
                      help="output folder (default $RLVR_LAB_OUTPUT or ~/.rlvr_lab/output, "
                           "/quick for --quick)")
     run.add_argument("--force", action="store_true", help="rerun even if a result exists")
     run.add_argument("--strict", action="store_true", help="exit 1 if a claim fails")
-    run.add_argument("--format", choices=FORMATS, default="table", help="claims output format")
+    run.add_argument("--format", choices=FORMATS, default=None, action=_Once,
+                     help="claims output format (default table)")
     rep = sub.add_parser("reproduce", help="run all experiments, write claims.csv/CLAIMS.md")
     rep.add_argument("--quick", action="store_true", help="small settings, into figures/quick/")
     rep.add_argument("--only", default=None, action=_Once, metavar="PAPER",
                      help="only this paper's experiments")
     rep.add_argument("--strict", action="store_true", help="exit 1 if any claim fails")
-    rep.add_argument("--format", choices=FORMATS, default="table", help="claims output format")
+    rep.add_argument("--format", choices=FORMATS, default=None, action=_Once,
+                     help="claims output format (default table)")
     rep.add_argument("--force", action="store_true", help="rerun even if results exist")
-    rep.add_argument("--jobs", type=_positive_int, default=None, action=_Once, metavar="N",
+    rep.add_argument("--jobs", type=_jobs, default=None, action=_Once, metavar="N",
                      help="experiments run at once, in separate processes (default 2 on a "
                           "machine with 2 or more cores, else 1; same numbers)")
     bench = sub.add_parser("bench", help="performance ratios")
@@ -118,30 +137,62 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_out_dir(out: str) -> Path:
-    """The --out folder must be creatable and writable; checked before any work."""
+OUT_HEADROOM = 160   # characters of a path kept for the files written inside --out
+
+
+def _name_limits(path: Path) -> tuple[int, int]:
+    """(longest file name, longest path) of the file system that would hold ``path``."""
+    probe = path.absolute()
+    while probe != probe.parent:
+        try:
+            if probe.is_dir():
+                break
+        except (OSError, ValueError):   # a name too long to look up, a NUL
+            pass
+        probe = probe.parent
+    try:
+        return os.pathconf(probe, "PC_NAME_MAX"), os.pathconf(probe, "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255, 4096
+
+
+def _check_out_dir(out: str, what: str = "--out") -> Path:
+    """The --out folder (or the folder an environment variable ``what`` names) must be
+    creatable and writable; checked before any work."""
     if not out.strip():
-        raise UsageError("--out '' is empty; give a folder path")
+        raise UsageError(f"{what} '' is empty; give a folder path")
+    if "\0" in out:
+        raise UsageError(f"{what} {_shown(out)} contains a NUL character")
     if ".." in Path(out).parts:
         # mkdir would create the folders before '..' that the path then leaves again
-        raise UsageError(f"--out {_shown(out)} contains '..'; give the folder without it")
+        raise UsageError(f"{what} {_shown(out)} contains '..'; give the folder without it")
     path = Path(out)
+    name_max, path_max = _name_limits(path)
+    longest = max(path.parts, key=len, default="")
+    if len(longest.encode(errors="surrogateescape")) > name_max:
+        raise UsageError(f"{what} {_shown(out)} has a folder name of {len(longest)} characters; "
+                         f"at most {name_max} are allowed per name")
+    # room for the files written inside it (results/<experiment>.json, data/<table>.csv.gz)
+    longest_path = path_max - 1 - OUT_HEADROOM
+    if len(str(path.absolute()).encode(errors="surrogateescape")) > longest_path:
+        raise UsageError(f"{what} {_shown(out)} is {len(str(path.absolute()))} characters long "
+                         f"as an absolute path; at most {longest_path} are allowed")
     if path.is_symlink() and not path.exists():
-        raise UsageError(f"--out {_shown(out)} is a dangling symbolic link")
+        raise UsageError(f"{what} {_shown(out)} is a dangling symbolic link")
     if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {_shown(out)} is not a directory")
+        raise UsageError(f"{what} {_shown(out)} is not a directory")
     probe = path
     while not probe.exists():
         if probe.is_symlink() or probe == probe.parent:
-            raise UsageError(f"--out {_shown(out)} is not creatable")
+            raise UsageError(f"{what} {_shown(out)} is not creatable")
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {_shown(out)} is not writable")
+        raise UsageError(f"{what} {_shown(out)} is not writable")
     try:
         with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError:
-        raise UsageError(f"--out {_shown(out)} is not writable") from None
+        raise UsageError(f"{what} {_shown(out)} is not writable") from None
     return path
 
 
@@ -171,9 +222,11 @@ def _cmd_run(args) -> int:
     # `run` writes to the user's output folder; only `reproduce` writes the tracked figures/
     from rlvr_lab import io
 
+    what = "--out"
     if args.out is None:
         args.out = str(io.output_dir() / "quick" if args.quick else io.output_dir())
-    out = where = _check_out_dir(args.out)
+        what = "RLVR_LAB_OUTPUT folder" if os.environ.get("RLVR_LAB_OUTPUT") else "output folder"
+    out = where = _check_out_dir(args.out, what)
     if args.quick:
         _quick_compile_profile()
     result = experiments.run(args.name, quick=args.quick, seeds=args.seeds, out_dir=out,
@@ -181,7 +234,7 @@ def _cmd_run(args) -> int:
     state = "reused stored result" if result.skipped else f"{result.seconds:.1f} s"
     print(f"{args.name} ({result.paper}): {state}; figures in {where}")
     df = result.claims_frame()
-    print(_render(df, args.format, quick=args.quick))
+    print(_render(df, args.format or "table", quick=args.quick))
     if result.error:
         print(f"error in {args.name}: {result.error.strip().splitlines()[-1]}", file=sys.stderr)
         return 1
@@ -276,7 +329,9 @@ def _cmd_reproduce(args) -> int:
         papers = experiments.papers()
         if args.only.lower() not in {p.lower() for p in papers}:
             raise UsageError(f"unknown paper {_shown(args.only)}; valid: {', '.join(papers)}")
-    _check_out_dir(str(experiments.default_out_dir(args.quick)))
+    _check_out_dir(str(experiments.default_out_dir(args.quick)),
+                   "RLVR_LAB_FIGURES folder" if os.environ.get("RLVR_LAB_FIGURES")
+                   else "figures folder")
     if args.quick:
         _quick_compile_profile()
     jobs = experiments.default_jobs() if args.jobs is None else args.jobs
@@ -284,7 +339,7 @@ def _cmd_reproduce(args) -> int:
                                         jobs=jobs)
     out = experiments.default_out_dir(args.quick)
     experiments.sync_readme(df, out, quick=args.quick)  # README verdict table (full runs)
-    print(_render(df, args.format, quick=args.quick))
+    print(_render(df, args.format or "table", quick=args.quick))
     failed = int(df["verdict"].isin(["fail", "inconclusive"]).sum())
     errors = [r for r in results if r.error]
     for r in errors:
@@ -331,6 +386,73 @@ def _cmd_bench(args) -> int:
     return 0
 
 
+_UNKNOWN_XLA_FLAG = re.compile(r"Unknown flags? in XLA_FLAGS:\s*(.*)")
+_XLA_CHECKED: dict[str, str | None] = {}   # XLA_FLAGS value -> problem (None: fine)
+
+
+def _xla_flags_problem(flags: str) -> str | None:
+    """What is wrong with ``XLA_FLAGS=flags``, or None. XLA parses the variable when its
+    backend starts and aborts the process on an unknown flag or a bad value (a fatal log,
+    exit 1, after any work done before); a tiny subprocess starts a CPU backend with the
+    same environment first (about 2 s, once per value and process)."""
+    if flags in _XLA_CHECKED:
+        return _XLA_CHECKED[flags]
+    import subprocess
+
+    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
+    try:
+        probe = subprocess.run([sys.executable, "-c", "import jax; jax.devices()"], env=env,
+                               capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None                     # cannot tell: let XLA itself decide later
+    problem = None
+    if probe.returncode != 0:
+        lines = probe.stderr.splitlines()
+        unknown = [m.group(1).strip() for m in map(_UNKNOWN_XLA_FLAG.search, lines) if m]
+        value = [ln.split("]", 1)[-1].strip() for ln in lines if "Couldn't interpret" in ln]
+        if unknown:
+            problem = (f"XLA_FLAGS has unknown flags {_shown(unknown[0])}; allowed: XLA's "
+                       "--xla_* flags (unset XLA_FLAGS or remove them)")
+        elif value:
+            problem = f"XLA_FLAGS={_shown(flags)} is not allowed: {value[0]}"
+        elif any("XLA_FLAGS" in ln or "parse_flags_from_env" in ln for ln in lines):
+            problem = (f"XLA_FLAGS={_shown(flags)} is not accepted by XLA; allowed: "
+                       "space-separated --xla_*=value flags")
+    _XLA_CHECKED[flags] = problem
+    return problem
+
+
+def _check_cache_dirs() -> None:
+    """``RLVR_LAB_CACHE`` / ``RLVR_LAB_XLA_CACHE``, when set, must name usable folders."""
+    from rlvr_lab import io
+
+    if os.environ.get("RLVR_LAB_CACHE"):
+        _check_out_dir(str(io.cache_dir()), "RLVR_LAB_CACHE")
+    xla = os.environ.get("RLVR_LAB_XLA_CACHE")
+    if xla and io.xla_cache_dir() is not None:
+        _check_out_dir(str(io.xla_cache_dir()), "RLVR_LAB_XLA_CACHE")
+
+
+def _check_xla_flags() -> None:
+    """A bad ``XLA_FLAGS`` is one usage error before any work starts."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if flags.strip():
+        problem = _xla_flags_problem(flags)
+        if problem:
+            raise UsageError(problem)
+
+
+def _os_error_line(err: OSError) -> str:
+    """One line for an OSError: a WriteError's own text, else the reason and the file."""
+    from rlvr_lab import io
+
+    if isinstance(err, io.WriteError):
+        return str(err).splitlines()[0] if str(err) else "write failed"
+    reason = err.strerror or str(err) or type(err).__name__
+    where = f": {_shown(err.filename)}" if err.filename else ""
+    return f"{reason}{where}".splitlines()[0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _COMMAND_LINE["active"] = argv is None
     parser = _build_parser()
@@ -347,10 +469,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             # after parsing (a bad flag fails fast) and only where it pays: a restart imports
             # the package again (~2 s)
             _restart_with_malloc_tuning()
+        if args.command in COMPUTING_COMMANDS:
+            _check_cache_dirs()
+            _check_xla_flags()
         return handler(args)
     except UsageError as err:
         print(f"rlvr-lab: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as err:
+        # a write that failed after the work started (full disk, a folder made read-only):
+        # one line, exit 1; the writers leave nothing half-written (rlvr_lab.io.WriteError)
+        print(f"rlvr-lab: error: {_os_error_line(err)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("rlvr-lab: interrupted; finished experiments are kept", file=sys.stderr)
         # returning runs interpreter shutdown while XLA's threads may still be working, which

@@ -16,8 +16,11 @@ decides every claim from the per-seed numbers::
 ``docs/claims.md``.)
 The runner writes each experiment's result JSON, tables and figures atomically (temporary file
 + rename) and, on a rerun, skips an experiment whose result exists for the same config hash
-(experiment, quick flag, seeds, and the source of the library and of the experiment module),
-so an interrupted ``reproduce`` loses nothing that finished.
+(experiment, quick flag, seeds, and the source of the library and of the experiment module)
+and whose recorded sources are unchanged: every project module the run imported, even inside
+a function, is recorded while it runs and stored with its SHA-256 (:func:`run_sources`), so
+an edit of any of them recomputes it. An interrupted ``reproduce`` loses nothing that
+finished.
 """
 from __future__ import annotations
 
@@ -33,12 +36,14 @@ import math
 import os
 import pkgutil
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from rlvr_lab import claims as claims_engine
@@ -203,6 +208,8 @@ class Context:
     tables: list = field(default_factory=list)
     declared: tuple[claims_engine.Declared, ...] = ()
     plan: claims_engine.SeedPlan | None = None
+    # {path relative to out_dir: sha256} of every file written, checked before a reuse
+    outputs: dict = field(default_factory=dict)
 
     def stream(self, name: str) -> jax.Array:
         """The named randomness stream ``name`` of this run (e.g. ``"rl"``, ``"heldout"``):
@@ -245,16 +252,25 @@ class Context:
         return tqdm(iterable, desc=f"{self.name}: {desc}", total=total, leave=False,
                     file=sys.stderr, disable=None)
 
+    def _written(self, path: Path, data: bytes | None = None) -> None:
+        if data is None:
+            data = Path(path).read_bytes()
+        self.outputs[Path(path).relative_to(self.out_dir).as_posix()] = \
+            hashlib.sha256(data).hexdigest()
+
     def save_figure(self, fig: Figure, name: str) -> list[Path]:
         paths = plotting.save_figure(fig, name, out_dir=self.out_dir)
+        for p in paths:
+            self._written(p)
         self.figures.append(name)
         return paths
 
     def save_table(self, df: pd.DataFrame, name: str) -> Path:
         """Write ``data/<name>.csv.gz`` (six significant digits; ``pd.read_csv`` reads it)."""
         path = self.out_dir / "data" / f"{name}.csv.gz"
-        atomic_write_bytes(path, gzip.compress(
-            df.to_csv(index=False, float_format="%.6g").encode(), mtime=0))
+        data = gzip.compress(df.to_csv(index=False, float_format="%.6g").encode(), mtime=0)
+        atomic_write_bytes(path, data)
+        self._written(path, data)
         self.tables.append(name)
         return path
 
@@ -297,6 +313,11 @@ class Result:
     config_hash: str
     skipped: bool = False
     error: str = ""
+    # {source file: sha256} of the modules the run executed (recorded while it ran)
+    sources: dict[str, str] = field(default_factory=dict)
+    # {output file relative to the out folder: sha256}; None in a file written before outputs
+    # were recorded (then it cannot be checked and is not reused)
+    outputs: dict[str, str] | None = None
 
     def claims_frame(self) -> pd.DataFrame:
         return pd.DataFrame([c.row() for c in self.claims], columns=list(CLAIM_COLUMNS))
@@ -554,6 +575,128 @@ def _source_digest(exp: Experiment) -> str:
     return h.hexdigest()
 
 
+# ----------------------------------------------------------------------------- run-time record
+# The modules an experiment imports while it runs -- including a module imported inside a
+# function, and one already loaded by an earlier experiment -- are recorded by wrapping
+# ``builtins.__import__`` and ``importlib.import_module`` for the duration of the run (and by
+# the new entries of ``sys.modules``). Their source files, with the modules they import at
+# module level, are stored with the result as ``{file: sha256}``; a stored result is reused
+# only while every one of those files is unchanged (:func:`_sources_unchanged`).
+_RECORDERS: list[set[str]] = []
+_RECORD_LOCK = threading.Lock()
+_SAVED_IMPORTS: dict[str, Any] = {}
+
+
+def _note(name: str) -> None:
+    for found in list(_RECORDERS):
+        found.add(name)
+
+
+def _recording_import(name, globals=None, locals=None, fromlist=(), level=0):
+    module = _SAVED_IMPORTS["__import__"](name, globals, locals, fromlist, level)
+    try:
+        full = name
+        if level:
+            package = (globals or {}).get("__package__") or (globals or {}).get("__name__", "")
+            full = importlib.util.resolve_name("." * level + name, package)
+        _note(full)
+        for item in fromlist or ():
+            if isinstance(item, str) and item != "*":
+                _note(f"{full}.{item}" if full else item)
+    except Exception:  # noqa: BLE001 - recording must never break an import
+        pass
+    return module
+
+
+def _recording_import_module(name, package=None):
+    module = _SAVED_IMPORTS["import_module"](name, package)
+    _note(module.__name__)
+    return module
+
+
+class _record_imports:
+    """``with _record_imports() as names:`` -> every module name imported meanwhile (by any
+    thread), whether or not it was loaded already."""
+
+    def __enter__(self) -> set[str]:
+        import builtins
+
+        self.names: set[str] = set()
+        with _RECORD_LOCK:
+            if not _RECORDERS:
+                _SAVED_IMPORTS["__import__"] = builtins.__import__
+                _SAVED_IMPORTS["import_module"] = importlib.import_module
+                builtins.__import__ = _recording_import
+                importlib.import_module = _recording_import_module
+            _RECORDERS.append(self.names)
+        return self.names
+
+    def __exit__(self, *exc) -> None:
+        import builtins
+
+        with _RECORD_LOCK:
+            del _RECORDERS[next(i for i, r in enumerate(_RECORDERS) if r is self.names)]
+            if not _RECORDERS:
+                builtins.__import__ = _SAVED_IMPORTS.pop("__import__")
+                importlib.import_module = _SAVED_IMPORTS.pop("import_module")
+
+
+def _source_roots(exp: Experiment) -> list[Path]:
+    """Folders whose modules are the project's: ``rlvr_lab``, ``simulations`` and the folder
+    of the experiment's own module."""
+    roots = [Path(__file__).resolve().parent, SIMULATIONS_DIR]
+    if exp.module_file:
+        roots.append(Path(exp.module_file).resolve().parent)
+    return roots
+
+
+def _module_source(name: str, roots: list[Path]) -> Path | None:
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None) if module is not None else None
+    if not file or not str(file).endswith(".py"):
+        return None
+    path = Path(file).resolve()
+    return path if any(path.is_relative_to(r) for r in roots) else None
+
+
+def _shown_path(f: Path) -> str:
+    root = Path(__file__).resolve().parents[1]
+    return str(f.relative_to(root)) if f.is_relative_to(root) else str(f)
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def run_sources(exp: Experiment, imported: Iterable[str]) -> dict[str, str]:
+    """``{source file: sha256}`` of what a run executed: the experiment's module, every
+    project module among ``imported`` (the names recorded while it ran), and, transitively,
+    the project modules these import at module level."""
+    roots = _source_roots(exp)
+    files = {Path(exp.module_file).resolve()} if exp.module_file else set()
+    files |= {f for f in (_module_source(n, roots) for n in set(imported)) if f is not None}
+    expanded = set(files)
+    covered: set[Path] = set()
+    for f in sorted(files):
+        if f not in covered:      # a file already reached is in an earlier closure
+            closure = source_files(f)
+            covered.update(closure)
+            expanded.update(closure)
+    return {_shown_path(f): _file_digest(f) or "" for f in sorted(expanded)}
+
+
+def _sources_unchanged(sources: dict[str, str]) -> bool:
+    root = Path(__file__).resolve().parents[1]
+    for name, digest in sources.items():
+        path = Path(name) if Path(name).is_absolute() else root / name
+        if not digest or _file_digest(path) != digest:
+            return False
+    return True
+
+
 def config_hash(exp: Experiment, *, quick: bool, seeds: int, seed: int = 0) -> str:
     payload = json.dumps({"name": exp.name, "quick": quick, "seeds": seeds, "seed": seed,
                           "source": _source_digest(exp)}, sort_keys=True)
@@ -580,7 +723,9 @@ def _read_result(path: Path) -> Result | None:
         return Result(experiment=data["experiment"], paper=data["paper"], claims=claims,
                       figures=list(data["figures"]), tables=list(data.get("tables", [])),
                       seconds=float(data["seconds"]), config_hash=data["config_hash"],
-                      skipped=True, error=data.get("error", "") or "")
+                      skipped=True, error=data.get("error", "") or "",
+                      sources=dict(data.get("sources") or {}),
+                      outputs=None if data.get("outputs") is None else dict(data["outputs"]))
     except Exception as err:  # noqa: BLE001 - any malformed content means "not usable"
         print(f"warning: ignoring unreadable results file {path} ({type(err).__name__}); "
               "that experiment will be recomputed", file=sys.stderr)
@@ -591,12 +736,24 @@ def _load_result(path: Path, chash: str, out_dir: Path) -> Result | None:
     result = _read_result(path)
     if result is None or result.config_hash != chash or result.error:
         return None
-    # a figure or table truncated by a crash exists but is empty: not reusable
-    outputs = [out_dir / f"{f}.png" for f in result.figures]
-    outputs += [out_dir / "data" / f"{t}.csv.gz" for t in result.tables]
-    if not all(p.is_file() and p.stat().st_size > 0 for p in outputs):
+    # what the run executed (modules imported inside functions included) must be unchanged;
+    # a result without that record (an older file) cannot be checked, so it is recomputed
+    if not result.sources or not _sources_unchanged(result.sources):
         return None
-    return result
+    return result if _outputs_intact(result, Path(out_dir)) else None
+
+
+def _outputs_intact(result: Result, out_dir: Path) -> bool:
+    """Every figure (PNG and PDF) and table of ``result`` exists with the SHA-256 recorded
+    when it was written: a file truncated, deleted or replaced since is not reused (the
+    experiment is recomputed and writes it again)."""
+    if result.outputs is None:
+        return False
+    expected = {f"{f}.{ext}" for f in result.figures for ext in ("png", "pdf")}
+    expected |= {f"data/{t}.csv.gz" for t in result.tables}
+    if not expected <= set(result.outputs):
+        return False
+    return all(_file_digest(out_dir / rel) == digest for rel, digest in result.outputs.items())
 
 
 def _stored(exp: Experiment, *, quick: bool, seeds: int | None, out: Path, seed: int = 0,
@@ -611,6 +768,35 @@ def _stored(exp: Experiment, *, quick: bool, seeds: int | None, out: Path, seed:
     return seeds, chash, cached
 
 
+MAX_SEEDS = 4096   # seeds are vmapped in memory (the command line's --seeds cap)
+
+
+def _check_run_arguments(*, quick, seeds, out_dir, force, seed, catch) -> None:
+    """One-line errors for :func:`run`'s arguments, before anything runs or is stored."""
+    for flag, value in (("quick", quick), ("force", force), ("catch", catch)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{flag}={value!r} is not allowed; it must be True or False")
+    if seeds is not None:
+        positive_int("seeds", seeds)
+        if seeds > MAX_SEEDS:
+            raise ValueError(f"seeds={seeds!r} is not allowed; at most {MAX_SEEDS}")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) \
+            or not 0 <= seed < 2**31:
+        raise ValueError(f"seed={seed!r} is not allowed; it must be an integer in 0..2**31-1")
+    if out_dir is not None:
+        if not isinstance(out_dir, (str, os.PathLike)) or not str(out_dir).strip():
+            raise TypeError(f"out_dir={out_dir!r} is not allowed; give a folder path")
+        path = Path(out_dir)
+        try:
+            blocked = path.exists() and not path.is_dir()
+        except (OSError, ValueError) as err:
+            raise ValueError(f"out_dir={str(out_dir)[:80]!r} is not usable: "
+                             f"{getattr(err, 'strerror', None) or err}") from None
+        if blocked:
+            raise ValueError(f"out_dir={str(out_dir)[:80]!r} is not allowed; it is a file, "
+                             "not a folder")
+
+
 def run(name: str, *, quick: bool = False, seeds: int | None = None,
         out_dir: str | Path | None = None, force: bool = False, seed: int = 0,
         catch: bool = False) -> Result:
@@ -620,6 +806,8 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
     With ``catch=True`` an exception is recorded in ``Result.error`` instead of raised.
     """
     exp = get(name)
+    _check_run_arguments(quick=quick, seeds=seeds, out_dir=out_dir, force=force, seed=seed,
+                         catch=catch)
     out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
     explicit_seeds = seeds
     seeds, chash, cached = _stored(exp, quick=quick, seeds=seeds, out=out, seed=seed,
@@ -631,15 +819,18 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
                   declared=exp.declared, plan=exp.plan_for(quick, explicit_seeds))
     start = time.perf_counter()
     error = ""
-    try:
-        with plotting.house_style():
-            claims = list(exp.fn(ctx))
-    except Exception:
-        if not catch:
-            raise
-        error = traceback.format_exc(limit=-3)
-        claims = _failed_claims(exp, error.strip().splitlines()[-1])
+    before = set(sys.modules)
+    with _record_imports() as imported:
+        try:
+            with plotting.house_style():
+                claims = list(exp.fn(ctx))
+        except Exception:
+            if not catch:
+                raise
+            error = traceback.format_exc(limit=-3)
+            claims = _failed_claims(exp, error.strip().splitlines()[-1])
     seconds = time.perf_counter() - start
+    sources = run_sources(exp, imported | (set(sys.modules) - before))
     claims = [dataclasses.replace(c, experiment=name, paper=c.paper or exp.paper,
                                   setting=c.setting or exp.setting,
                                   paper_ref=c.paper_ref or _bib_ref(c.id))
@@ -649,14 +840,16 @@ def run(name: str, *, quick: bool = False, seeds: int | None = None,
         raise RuntimeError(f"experiment {name!r} declared claims {sorted(declared)} "
                            f"but returned {sorted(got)}")
     result = Result(experiment=name, paper=exp.paper, claims=claims, figures=ctx.figures,
-                    tables=ctx.tables, seconds=seconds, config_hash=chash, error=error)
+                    tables=ctx.tables, seconds=seconds, config_hash=chash, error=error,
+                    sources=sources, outputs=dict(ctx.outputs))
     # only runs into the tracked figures (``reproduce``) are the toolkit's measured times
     if not error and out.resolve() == default_out_dir(quick).resolve():
         record_time(name, quick=quick, seeds=seeds, seconds=seconds)
     atomic_write_text(path, json.dumps({
         "experiment": name, "paper": exp.paper, "config_hash": chash, "quick": quick,
         "seeds": seeds, "seconds": seconds, "figures": ctx.figures, "tables": ctx.tables,
-        "error": error, "claims": [dataclasses.asdict(c) for c in claims]}, indent=1))
+        "error": error, "claims": [dataclasses.asdict(c) for c in claims],
+        "sources": sources, "outputs": ctx.outputs}, indent=1))
     return result
 
 

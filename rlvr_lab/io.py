@@ -1,7 +1,8 @@
 """Files and places: atomic writes, stable hashes, and where outputs and caches live.
 
 Every writer in the toolkit goes through :func:`atomic_write_bytes` (temporary file in the
-target folder + rename), so an interrupted run never leaves a half-written file. The folders
+target folder + rename), so an interrupted run never leaves a half-written file; a write that
+fails (full disk, read-only folder, a name too long) is one :class:`WriteError` line. The folders
 come from environment variables, read here and nowhere else:
 
 - ``RLVR_LAB_QUICK``: quick (small) settings in notebooks; ``1``/``true`` quick,
@@ -150,18 +151,50 @@ def set_default_mode(path: str | Path) -> None:
     os.chmod(path, 0o666 & ~umask)
 
 
+class WriteError(OSError):
+    """A file could not be written (full disk, read-only folder, a name too long, ...); the
+    message is one line, ``cannot write <path>: <reason>``, and nothing half-written is left
+    under the target's folder."""
+
+
+def _write_error(path: Path, err: BaseException) -> WriteError:
+    if isinstance(err, WriteError):
+        return err
+    reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
+    shown = str(path) if len(str(path)) <= 160 else str(path)[:157] + "..."
+    out = WriteError(f"cannot write {shown}: {reason}")
+    out.errno = getattr(err, "errno", None)
+    return out
+
+
+def _tmp_prefix(path: Path) -> str:
+    # short enough that the temporary name fits wherever the final name does
+    return f".{path.name[:32]}."
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename.
+
+    Any failure (no space, read-only folder, name too long) is a :class:`WriteError` with
+    one line naming the path and the reason; the temporary file is removed (the previous
+    file, if any, is left as it was)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         set_default_mode(tmp)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as err:
+        if tmp is not None:
+            try:
+                Path(tmp).unlink(missing_ok=True)
+            except OSError:
+                pass
+        if isinstance(err, OSError):
+            raise _write_error(path, err) from None
         raise
     return path
 
@@ -172,17 +205,18 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def atomic_save(path: str | Path, write: Callable[[str], Any]) -> Path:
-    """Atomically create ``path`` with ``write(tmp_path)`` (e.g. ``fig.savefig``)."""
+    """Atomically create ``path`` with ``write(tmp_path)`` (e.g. ``fig.savefig``).
+
+    ``write`` renders into a private temporary folder (the system's), never into the target
+    folder; the bytes are then put in place by :func:`atomic_write_bytes`. So a slow render
+    leaves no temporary name in the output folder, and a folder that became read-only or a
+    full disk meanwhile is one :class:`WriteError` with nothing left behind."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix
-                               + ".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        set_default_mode(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with tempfile.TemporaryDirectory(prefix="rlvr_lab_") as stage:
+        tmp = os.path.join(stage, "out" + path.suffix[:16])
+        try:
+            write(tmp)
+            data = Path(tmp).read_bytes()
+        except OSError as err:
+            raise _write_error(path, err) from None
+    return atomic_write_bytes(path, data)

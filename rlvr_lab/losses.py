@@ -23,10 +23,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from rlvr_lab._registry import Registry, check_choice
-from rlvr_lab.utils import check_finite, check_number
+from rlvr_lab.utils import check_finite, check_number, check_real, check_shapes
 
 _POLICY: Registry = Registry("loss", "policy loss")
 _KL: Registry = Registry("kl", "KL estimator")
@@ -55,11 +56,20 @@ def _check_cap(cap, what="cap"):
 
 def _check_tokens(mask, **arrays):
     """Finite values at valid tokens; ``advantages`` may be ``[B, 1]`` (broadcast)."""
-    shape = jnp.shape(next(iter(arrays.values())))
-    where = None if mask is None else jnp.broadcast_to(jnp.asarray(mask, bool), shape)
     for name, x in arrays.items():
         if x is None:
             raise ValueError(f"{name} is required (got None)")
+        check_real(x, name)
+    first = next(iter(arrays))
+    shape = jnp.shape(arrays[first])
+    for name, x in arrays.items():   # advantages may be [B, 1] or a scalar (broadcast)
+        check_shapes(shape, f"{name} (against {first})", jnp.shape(x),
+                     broadcast=name == "advantages")
+    if mask is not None:
+        check_real(mask, "mask")
+        check_shapes(shape, f"mask (against {first})", jnp.shape(mask), broadcast=True)
+    where = None if mask is None else jnp.broadcast_to(jnp.asarray(mask, bool), shape)
+    for name, x in arrays.items():
         check_finite(jnp.broadcast_to(x, shape) if name == "advantages" else x, name, where)
 
 
@@ -104,9 +114,16 @@ def aggregate(token_loss: ArrayLike, mask: ArrayLike | None,
 
 
 def masked_mean(x: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
-    """Mean of ``x`` over valid entries; 0 when none is valid (valid entries must be finite)."""
+    """Mean of ``x`` over valid entries; 0 when none is valid (valid entries must be finite).
+    ``mask`` must broadcast with ``x`` (one-line ValueError otherwise)."""
+    check_real(x, "x")
     x = jnp.asarray(x)
     m = _mask_like(x, mask)
+    try:
+        np.broadcast_shapes(x.shape, m.shape)
+    except ValueError:
+        raise ValueError(f"mask of shape {m.shape} is not allowed; it must broadcast with x "
+                         f"of shape {x.shape}") from None
     check_finite(x, "x", where=m)
     # where, not x * mask: inf/NaN garbage at padded positions must stay out (as in aggregate)
     return jnp.where(m, x, 0).sum() / jnp.maximum(m.sum(), 1)
@@ -167,6 +184,7 @@ def ppo_clip(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike
 def sequence_log_ratio(log_prob: ArrayLike, old_log_prob: ArrayLike,
                        mask: ArrayLike | None = None) -> jax.Array:
     """Per-sequence ``mean_t (log pi_theta - log pi_old)`` over valid tokens, shape ``[B, 1]``."""
+    _check_tokens(mask, log_prob=log_prob, old_log_prob=old_log_prob)
     m = _mask_like(log_prob, mask)
     diff = jnp.where(m, log_prob - old_log_prob, 0)
     return diff.sum(-1, keepdims=True) / jnp.maximum(m.sum(-1, keepdims=True), 1)

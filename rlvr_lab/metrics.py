@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from rlvr_lab.utils import _staged, check_number, is_traced
+from rlvr_lab.utils import _staged, check_number, check_real, check_shapes, is_traced
 
 
 def _is_concrete(*xs) -> bool:
@@ -23,6 +23,13 @@ def _is_concrete(*xs) -> bool:
 
 def _check_logits(logits, axis=-1, where=None):
     """No NaN or +inf logit, and a finite one in every distribution (rows where ``where``)."""
+    check_real(logits, "logits")
+    ndim = jnp.ndim(logits)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) \
+            or not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise ValueError(f"axis={axis!r} is not allowed for logits of shape "
+                         f"{jnp.shape(logits)}; choose an integer in "
+                         f"{-max(ndim, 1)}..{max(ndim, 1) - 1}")
     if is_traced(logits, where):
         x = jnp.asarray(logits)
         ok = jnp.all(~jnp.isnan(x) & (x != jnp.inf), axis=axis) & jnp.any(jnp.isfinite(x),
@@ -48,6 +55,14 @@ def _check_logits(logits, axis=-1, where=None):
                          "needs at least one finite logit")
 
 
+_MAX_COUNT = 2**31 - 1   # counts are int32 on the device
+
+
+def _largest(value) -> str:
+    v = np.asarray(value).ravel()
+    return repr(v[np.argmax(np.abs(v.astype(float)))].item())
+
+
 def pass_at_k(n: ArrayLike, c: ArrayLike, k: ArrayLike) -> jax.Array:
     """Unbiased pass@k ``1 - C(n-c, k) / C(n, k)`` (Chen et al. 2021), vectorised.
 
@@ -60,6 +75,14 @@ def pass_at_k(n: ArrayLike, c: ArrayLike, k: ArrayLike) -> jax.Array:
     """
     for name, value in (("n", n), ("c", c), ("k", k)):
         check_number(value, name, integer=True)   # ranges: the joint check below
+        if _is_concrete(value) and np.max(np.abs(np.asarray(value, float))) > _MAX_COUNT:
+            raise ValueError(f"{name}={_largest(value)} is not allowed; counts must be at "
+                             f"most {_MAX_COUNT} (2**31 - 1)")
+    try:
+        np.broadcast_shapes(*(np.shape(x) for x in (n, c, k)))
+    except ValueError:
+        raise ValueError(f"n, c and k of shapes {np.shape(n)}, {np.shape(c)}, {np.shape(k)} "
+                         "are not allowed; they must broadcast together") from None
     n, c, k = jnp.asarray(n), jnp.asarray(c), jnp.asarray(k)
     if _is_concrete(n, c, k):
         nn, cc, kk = np.broadcast_arrays(np.asarray(n), np.asarray(c), np.asarray(k))
@@ -133,6 +156,9 @@ def _entropy(logits, axis=-1):
 
 def mean_token_entropy(logits: ArrayLike, mask: ArrayLike | None = None) -> jax.Array:
     """Mean entropy over valid positions: ``logits [..., V]``, ``mask`` ``logits.shape[:-1]``."""
+    if mask is not None:
+        check_real(mask, "mask")
+        check_shapes(jnp.shape(logits)[:-1], "mask", jnp.shape(mask), broadcast=True)
     m = None if mask is None else jnp.asarray(mask, bool)
     _check_logits(logits, -1, m)   # padded rows may hold anything
     h = _entropy(logits)
@@ -143,7 +169,10 @@ def mean_token_entropy(logits: ArrayLike, mask: ArrayLike | None = None) -> jax.
 
 
 def correct_mass(logits: ArrayLike, correct: ArrayLike) -> jax.Array:
-    """Probability mass that softmax(logits) puts on the boolean ``correct`` set, per row."""
+    """Probability mass that softmax(logits) puts on the boolean ``correct`` set, per row.
+    ``correct`` must broadcast to the shape of ``logits``."""
     _check_logits(logits)
+    check_real(correct, "correct")
+    check_shapes(jnp.shape(logits), "correct", jnp.shape(correct), broadcast=True)
     p = jax.nn.softmax(logits, axis=-1)
     return jnp.sum(jnp.where(correct, p, 0.0), axis=-1)

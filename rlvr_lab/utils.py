@@ -197,6 +197,56 @@ def check_number(value: ArrayLike | None, what: str, allowed: str = "",
         raise ValueError(f"{what}={_first(v, ~good)} is not allowed; it must be {rule}")
 
 
+def check_real(x: Any, what: str) -> None:
+    """One-line error unless ``x`` is a (rectangular) array of real numbers: TypeError for
+    complex (the imaginary part would be dropped silently), text or objects; ValueError for a
+    ragged nest of lists. Booleans and integers are real. Traced values are checked by
+    dtype."""
+    if is_traced(x) or hasattr(x, "dtype"):
+        dtype = x.dtype
+    else:
+        try:
+            dtype = np.asarray(x).dtype
+        except (ValueError, TypeError):
+            raise ValueError(f"{what}={_short(x)} is not allowed; it must be a rectangular "
+                             "array of real numbers") from None
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        raise TypeError(f"{what} of dtype {dtype} is not allowed; it must be real (complex "
+                        "values would lose their imaginary part)")
+    if not (jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_)):
+        raise TypeError(f"{what}={_short(x)} (dtype {dtype}) is not allowed; it must hold real "
+                        "numbers")
+
+
+def check_shapes(expected: tuple[int, ...], what: str, shape: tuple[int, ...], *,
+                 broadcast: bool = False) -> None:
+    """One-line ValueError unless ``shape`` equals ``expected`` (or, with ``broadcast``,
+    broadcasts to it)."""
+    shape, expected = tuple(shape), tuple(expected)
+    if shape == expected:
+        return
+    if broadcast:
+        try:
+            if np.broadcast_shapes(shape, expected) == expected:
+                return
+        except ValueError:
+            pass
+    rule = "broadcast to" if broadcast else "equal"
+    raise ValueError(f"{what} of shape {shape} is not allowed; it must {rule} shape {expected}")
+
+
+def check_key(key: Any, what: str = "key") -> None:
+    """One-line TypeError unless ``key`` is a typed PRNG key (``jax.random.key``) or a raw
+    ``uint32[2]`` key (``jax.random.PRNGKey``)."""
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return
+    if dtype is not None and dtype == jnp.uint32 and tuple(getattr(key, "shape", ())) == (2,):
+        return
+    raise TypeError(f"{what}={_short(key)} is not allowed; pass a PRNG key, e.g. "
+                    "jax.random.key(0)")
+
+
 def _short(value, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."

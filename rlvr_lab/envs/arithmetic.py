@@ -38,7 +38,18 @@ def _operand(rng, d):
 
 
 def make_problem(a: int, b: int, op: str = "+", difficulty: int | None = None) -> Problem:
-    if op not in "+-" or len(op) != 1:
+    """The problem ``a op b`` for whole numbers ``0 <= a, b < 10**MAX_DIGITS`` (the prompt
+    has no sign, so a negative operand has no problem text); one-line ValueError otherwise."""
+    for name, x in (("a", a), ("b", b)):
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)) \
+                or not 0 <= x < 10 ** MAX_DIGITS:
+            raise ValueError(f"{name}={x!r} is not allowed; operands are integers from 0 to "
+                             f"{10 ** MAX_DIGITS - 1}")
+    a, b = int(a), int(b)
+    if difficulty is not None and (isinstance(difficulty, (bool, np.bool_)) or not isinstance(
+            difficulty, (int, np.integer)) or difficulty < 1):
+        raise ValueError(f"difficulty={difficulty!r} is not allowed; it must be an integer >= 1")
+    if not isinstance(op, str) or op not in "+-" or len(op) != 1:
         raise ValueError(f"op={op!r} is not allowed; choose '+' or '-'")
     result = a + b if op == "+" else a - b
     if result < 0:

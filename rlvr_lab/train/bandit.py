@@ -37,7 +37,7 @@ from rlvr_lab.models import tabular
 from rlvr_lab.train import config as C
 from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
-from rlvr_lab.utils import jit_cpu_options, loop_options
+from rlvr_lab.utils import _short, check_key, jit_cpu_options, loop_options
 
 _OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "lion", "adafactor", "nadam")
 
@@ -87,6 +87,7 @@ class BanditConfig:
     metrics: tuple | None = C.option(None, C.optional(C.strings))
 
     def __post_init__(self):
+        C.check_rollouts(self)
         if self.num_prompts > self.bank.num_prompts:
             raise ValueError(f"num_prompts={self.num_prompts} must be <= bank.num_prompts="
                              f"{self.bank.num_prompts}")
@@ -279,6 +280,9 @@ def train_seeds(config: BanditConfig, key: jax.Array, num_seeds: int,
     number of devices: each seed's key is ``fold_in(key, seed)`` and the seed axis is padded
     to a multiple of the device count, then cut back.
     """
+    if not isinstance(config, BanditConfig):
+        raise TypeError(f"config={_short(config)} is not allowed; pass a BanditConfig")
+    check_key(key)
     positive_int("num_seeds", num_seeds)
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 

@@ -150,6 +150,18 @@ def positive_int(name: str, value: Any) -> None:
     _integer(name, value, 1)
 
 
+MAX_ROLLOUTS = 2**24   # rollouts per step: index arithmetic stays far inside int32
+
+
+def check_rollouts(config: Any) -> None:
+    """One-line ValueError when ``num_prompts * num_generations`` exceeds
+    :data:`MAX_ROLLOUTS` (``num_generations=10**9`` would overflow inside JAX)."""
+    b, g = config.num_prompts, config.num_generations
+    if b * g > MAX_ROLLOUTS:
+        raise ValueError(f"num_prompts*num_generations={b}*{g}={b * g} is not allowed; at most "
+                         f"{MAX_ROLLOUTS} rollouts per step")
+
+
 def non_negative_int(name: str, value: Any) -> None:
     _integer(name, value, 0)
 

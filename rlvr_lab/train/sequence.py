@@ -43,7 +43,9 @@ from jax.typing import ArrayLike
 
 from rlvr_lab import allocator
 from rlvr_lab import io as _io
+from rlvr_lab import random_streams as streams
 from rlvr_lab import losses, metrics
+from rlvr_lab._registry import positive_int
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
 from rlvr_lab.train import checkpoint, core, sft
@@ -51,8 +53,7 @@ from rlvr_lab.train import config as C
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.seed_axis import seed_map  # noqa: F401 - part of this module's API
 from rlvr_lab.train.seed_threads import threaded_seed_map
-from rlvr_lab.utils import DECODE_COMPILE
-from rlvr_lab import random_streams as streams
+from rlvr_lab.utils import DECODE_COMPILE, check_key
 
 
 ROLLOUT_CORRECTIONS = ("none", "tis", "mis")
@@ -131,6 +132,7 @@ class SequenceRLConfig:
     track_kl: bool = C.option(False, C.boolean)
 
     def __post_init__(self):
+        C.check_rollouts(self)
         rollouts = self.num_prompts * self.num_generations
         if rollouts % self.num_minibatches:
             raise ValueError(f"num_minibatches={self.num_minibatches} must divide "
@@ -644,6 +646,10 @@ def run(config: SequenceRLConfig, key: jax.Array, num_seeds: int = 1, *,
     simulate an interruption). Held-out evaluation at step 0, every ``eval_every`` steps and
     at the end.
     """
+    if not isinstance(config, SequenceRLConfig):
+        raise TypeError(f"config={str(config)[:60]!r} is not allowed; pass a SequenceRLConfig")
+    check_key(key)
+    positive_int("num_seeds", num_seeds)
     trainer = trainer or Trainer(config, verbose=verbose)
     start = time.perf_counter()
     state = trainer.init_state(num_seeds)
@@ -655,14 +661,19 @@ def run(config: SequenceRLConfig, key: jax.Array, num_seeds: int = 1, *,
             meta = checkpoint.read_meta(checkpoint_path)
             expect = {"config_hash": config.hash(), "num_seeds": num_seeds,
                       "key": np.asarray(jax.random.key_data(key)).tolist()}
-            state = checkpoint.load(checkpoint_path, state, expect)
-            steps_done = meta["steps_done"]
-            history = {k: [np.asarray(r) for r in v] for k, v in meta["history"].items()}
-            evals = {"step": list(meta["evals"]["step"]),
-                     "pass_at": [np.asarray(p) for p in meta["evals"]["pass_at"]]}
+            loaded = checkpoint.load(checkpoint_path, state, expect)
+            # the metadata is parsed in full before anything is used (a forged field is a
+            # rejected checkpoint, not a crash or a half-resumed run)
+            done = meta["steps_done"]
+            C.non_negative_int("steps_done", done)
+            loaded_history = {k: [np.asarray(r) for r in v] for k, v in meta["history"].items()}
+            loaded_evals = {"step": list(meta["evals"]["step"]),
+                            "pass_at": [np.asarray(p) for p in meta["evals"]["pass_at"]]}
+            state, steps_done, history, evals = loaded, done, loaded_history, loaded_evals
         except FileNotFoundError:
             pass
-        except checkpoint.CheckpointError as err:
+        except (checkpoint.CheckpointError, KeyError, TypeError, ValueError,
+                AttributeError) as err:
             import warnings
             warnings.warn(f"RL checkpoint not used ({err}); starting from the SFT base",
                           stacklevel=2)
