@@ -18,6 +18,9 @@ whole batch for ``scale="batch"`` and ``reinforce_pp_baseline``); wrap the estim
 
 Degenerate but valid inputs give 0, never NaN: a group of equal rewards, a group with one
 valid rollout (``G = 1`` included), a fully masked group or batch, ``eps = 0`` with a zero scale.
+The estimators in :data:`NOT_GROUP_RELATIVE` (REINFORCE++ without baseline, ReMax) compare a
+rollout with the batch or with a greedy response, not with its group: there a lone rollout or
+a group of equal rewards can get a non-zero (always finite) advantage.
 """
 from __future__ import annotations
 
@@ -33,6 +36,10 @@ from rlvr_lab._registry import Registry, check_choice
 from rlvr_lab.utils import check_finite, check_number, is_traced
 
 _REGISTRY: Registry = Registry("estimator", "advantage estimator")
+# registered names whose baseline is not the group (see the module docstring)
+NOT_GROUP_RELATIVE = frozenset({"reinforce_pp", "reinforce_plus_plus", "remax"})
+# registered names with an option that has no default: name -> that option
+REQUIRED_OPTIONS = {"remax": "baseline"}
 
 
 class Advantages(NamedTuple):
