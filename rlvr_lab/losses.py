@@ -79,7 +79,7 @@ def aggregate(token_loss: ArrayLike, mask: ArrayLike | None,
       valid token are left out of the mean over b (as verl does);
     - ``"seq-mean-token-sum"``: ``mean_b(sum_t l*m)``;
     - ``"seq-mean-token-sum-norm"``: ``sum(l*m) / (B*T)`` (Dr.GRPO, constant normaliser);
-    - ``"token-sum"``: ``sum(l*m)`` (no normaliser; tunix's and verl's ``token-sum``).
+    - ``"token-sum"``: ``sum(l*m)`` (no normaliser).
 
     ``empty_rows``: how ``seq-mean-token-sum`` and ``seq-mean-token-sum-norm`` count rows with
     no valid token: ``"count"`` (default) divides by all B rows; ``"skip"`` by the non-empty
