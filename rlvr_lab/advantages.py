@@ -310,7 +310,7 @@ def _whiten(values, valid, eps):
 @_REGISTRY.register("reinforce_pp")
 def reinforce_pp(rewards: ArrayLike, mask: ArrayLike | None = None, *,
                  eps: float = 1e-8) -> jax.Array:
-    """REINFORCE++ (Hu 2025, arXiv:2501.03262, Sec. 3, the normalised advantage): no baseline
+    """REINFORCE++ (Hu 2025, arXiv:2501.03262, the globally normalised advantage): no baseline
     per group; the outcome rewards are whitened over the whole batch,
     ``(r - mean_batch) / sqrt(var_batch + eps)`` (unbiased variance over valid rollouts).
 
@@ -331,7 +331,7 @@ _REGISTRY.register("reinforce_plus_plus_baseline", reinforce_pp_baseline)
 @_REGISTRY.register("remax")
 def remax(rewards: ArrayLike, mask: ArrayLike | None = None, *,
           baseline: ArrayLike | None = None) -> jax.Array:
-    """ReMax (Li et al. 2023, arXiv:2310.10505, Algorithm 1 / Eq. 6): ``A = r - b`` with ``b``
+    """ReMax (Li et al. 2023, arXiv:2310.10505, Algorithm 1): ``A = r - b`` with ``b``
     the reward of the greedy (argmax-decoded) response to the same prompt.
 
     ``baseline`` is that greedy reward per prompt, shape ``[B]`` or ``[B, 1]`` (required: the
@@ -352,7 +352,7 @@ def remax(rewards: ArrayLike, mask: ArrayLike | None = None, *,
 @_REGISTRY.register("opo")
 def opo(rewards: ArrayLike, mask: ArrayLike | None = None, *,
         lengths: ArrayLike | None = None) -> jax.Array:
-    """OPO (Hao et al. 2025, arXiv:2505.23585, Sec. 2.2, the optimal baseline):
+    """OPO (arXiv:2505.23585, the optimal reward baseline):
     ``A = r - b``, ``b = sum_j l_j r_j / sum_j l_j`` over the group's valid rollouts (the
     rollout itself included), ``l_j`` the response length in tokens.
 
@@ -382,7 +382,7 @@ def opo(rewards: ArrayLike, mask: ArrayLike | None = None, *,
 @_REGISTRY.register("gpg")
 def gpg(rewards: ArrayLike, mask: ArrayLike | None = None, *, f_norm: float = 1.0,
         alpha: str = "informative") -> jax.Array:
-    """GPG (Chu et al. 2025, arXiv:2504.02546, Sec. 2.3, Eq. 9-10): ``alpha * (r - group mean)
+    """GPG (Chu et al. 2025, arXiv:2504.02546, the corrected group advantage): ``alpha * (r - group mean)
     / f_norm``, the group-mean advantage rescaled for the rollouts that carry no gradient.
 
     ``alpha``: ``"informative"`` (the paper: ``B / (B - M)``, ``B`` valid rollouts, ``M`` those

@@ -165,7 +165,7 @@ def pg(log_prob: ArrayLike, old_log_prob: ArrayLike | None = None,
        advantages: ArrayLike | None = None, mask: ArrayLike | None = None) -> jax.Array:
     """Vanilla REINFORCE: ``-A * log pi_theta`` (the behaviour policy is not used).
 
-    Also registered as ``gpg``: GPG's loss (arXiv:2504.02546 Eq. 9) and verl's ``gpg``."""
+    Also registered as ``gpg``: GPG's loss (arXiv:2504.02546) and verl's ``gpg``."""
     _check_tokens(mask, log_prob=log_prob, advantages=advantages)
     return -jnp.broadcast_to(advantages, jnp.shape(log_prob)) * log_prob
 
@@ -184,7 +184,7 @@ def ppo_clip(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike
     clipped surrogate itself). ``log_ratio_clamp`` (None: off; verl: 20, see :func:`ratio`).
 
     Registered as ``ppo_clip`` and as verl's ``vanilla`` (PPO, arXiv:1707.06347 Eq. 7; dual
-    clip arXiv:1912.09729 Eq. 5; clip-higher DAPO arXiv:2503.14476 Eq. 10). verl's
+    clip arXiv:1912.09729; clip-higher DAPO arXiv:2503.14476). verl's
     ``vanilla`` also clamps the log-ratio at 20 and applies the dual clip with c = 3 by
     default; here both are off unless asked for.
     """
@@ -248,7 +248,7 @@ def cispo(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
     verl's ``cispo`` clips from below too, at ``1 - clip_ratio_low`` (0.2 by default): pass
     ``epsilon=0.2`` for that (a trainer config's ``epsilon`` is not passed to CISPO, so a verl
     config copied here has no lower clip unless the loss is given one), and
-    ``log_ratio_clamp=20`` for verl's clamp. MiniMax-M1, arXiv:2506.13585 Eq. 4-5.
+    ``log_ratio_clamp=20`` for verl's clamp. MiniMax-M1, arXiv:2506.13585 (CISPO objective).
     """
     _check_epsilon(epsilon, epsilon_high, upper_closed=True)
     _check_clamp(log_ratio_clamp)
@@ -391,7 +391,7 @@ def register(name: str, fn: Callable[..., jax.Array] | None = None, *,
 # Policy losses and KL estimators that verl, TRL or tunix offer beyond the ones above, each
 # under our name and verl's (docs/config.md has the table of names and conventions).
 _POLICY.register("vanilla", ppo_clip)   # verl's name of the PPO clipped surrogate
-# GPG (arXiv:2504.02546 Eq. 9): the plain policy gradient -A * log pi on GPG's advantages
+# GPG (arXiv:2504.02546): the plain policy gradient -A * log pi on GPG's advantages
 # (rlvr_lab.advantages.gpg); verl's ``gpg`` loss is exactly ``pg``
 _POLICY.register("gpg", pg)
 
@@ -409,7 +409,7 @@ def _rank(priority):
 
 def _token_covariance(log_prob, adv, m):
     """Per-token ``(A - mean A) * (log pi - mean log pi)`` over the batch's valid tokens, no
-    gradient (Cui et al. 2025, arXiv:2505.22617, Eq. 11: the covariance that drives entropy)."""
+    gradient (Cui et al. 2025, arXiv:2505.22617: the covariance that drives entropy)."""
     lp = jax.lax.stop_gradient(log_prob)
     a = jax.lax.stop_gradient(adv)
     return (a - _masked_token_mean(a, m)) * (lp - _masked_token_mean(lp, m))
@@ -426,11 +426,11 @@ def clip_cov(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike
              epsilon_high: float | None = None, clip_cov_ratio: float = 2e-4,
              clip_cov_lb: float = 1.0, clip_cov_ub: float = 5.0,
              key: jax.Array | None = None) -> jax.Array:
-    """Clip-Cov (Cui et al. 2025, arXiv:2505.22617, Sec. 4.2, Eq. 12): PPO's clipped loss, with
+    """Clip-Cov (Cui et al. 2025, arXiv:2505.22617, the Clip-Cov objective): PPO's clipped loss, with
     the gradient of a few high-covariance tokens removed.
 
-    Among valid tokens that PPO's clip leaves active and whose covariance (Eq. 11, over the
-    batch) lies in ``(clip_cov_lb, clip_cov_ub)``, ``max(floor(clip_cov_ratio * valid), 1)``
+    Among valid tokens that PPO's clip leaves active and whose covariance (:func:`_token_covariance`, over
+    the batch) lies in ``(clip_cov_lb, clip_cov_ub)``, ``max(floor(clip_cov_ratio * valid), 1)``
     get loss 0 (detached). verl draws them at random; here ``key=None`` takes them in
     row-major order (deterministic), a PRNG ``key`` draws them uniformly. Defaults are verl's.
     """
@@ -457,9 +457,9 @@ def clip_cov(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike
 def kl_cov(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
            mask: ArrayLike | None = None, *, kl_cov_ratio: float = 2e-4,
            ppo_kl_coef: float = 0.1) -> jax.Array:
-    """KL-Cov (Cui et al. 2025, arXiv:2505.22617, Sec. 4.2, Eq. 13): the unclipped surrogate
+    """KL-Cov (Cui et al. 2025, arXiv:2505.22617, the KL-Cov objective): the unclipped surrogate
     ``-rho * A``, plus ``ppo_kl_coef * |log rho|`` on the ``max(floor(kl_cov_ratio * valid),
-    1)`` valid tokens of largest covariance (Eq. 11, over the batch; ties by position).
+    1)`` valid tokens of largest covariance (over the batch; ties by position).
 
     Defaults are verl's config (``kl_cov_ratio`` 2e-4, ``ppo_kl_coef`` 0.1).
     """
@@ -480,7 +480,7 @@ def kl_cov(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
 def gmpo(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
          mask: ArrayLike | None = None, *, epsilon: float = 0.4,
          epsilon_high: float | None = None) -> jax.Array:
-    """GMPO (Zhao et al. 2025, arXiv:2507.20673, Eq. 7): the geometric mean of the token
+    """GMPO (Zhao et al. 2025, arXiv:2507.20673, the GMPO objective): the geometric mean of the token
     ratios, clipped in log space per token, ``-mean_t(A) * exp(mean_t sgn(A) min(sgn(A) x_t,
     sgn(A) clip(x_t, -epsilon, epsilon_high)))`` with ``x_t = log rho_t`` over valid tokens.
 
@@ -511,7 +511,7 @@ _POLICY.register("geo_mean", gmpo)
 def sapo(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
          mask: ArrayLike | None = None, *, tau_pos: float = 1.0, tau_neg: float = 1.05,
          log_ratio_clamp: float | None = None) -> jax.Array:
-    """SAPO (Gao et al. 2025, arXiv:2511.20347, Eq. 5-6): a soft gate instead of a hard clip,
+    """SAPO (Gao et al. 2025, arXiv:2511.20347, the soft-gated objective): a soft gate instead of a hard clip,
     ``-g_tau(rho) * A`` with ``g_tau(rho) = (4 / tau) * sigmoid(tau * (rho - 1))``, ``tau =
     tau_pos`` where ``A > 0`` and ``tau_neg`` elsewhere (its gradient at ``rho = 1`` is the
     policy gradient's). Defaults are verl's (1.0, 1.05); verl recommends

@@ -73,7 +73,7 @@ def ref_opo(rewards, mask, lengths=None):
         if len(idx) < 2:
             continue
         ls = [1.0 if lengths is None else lengths[b][i] for i in idx]
-        base = sum(l * rewards[b][i] for l, i in zip(ls, idx)) / sum(ls)
+        base = sum(w * rewards[b][i] for w, i in zip(ls, idx)) / sum(ls)
         for i in idx:
             out[b][i] = rewards[b][i] - base
     return out

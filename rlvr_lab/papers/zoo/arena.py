@@ -50,7 +50,7 @@ def arms() -> tuple[Arm, ...]:
     """Every estimator with verl's ``vanilla`` PPO loss, every loss with GRPO's advantages,
     and GPG as its paper runs it (its advantages and its plain policy-gradient loss)."""
     return (tuple(Arm(e, "vanilla") for e in ESTIMATORS)
-            + tuple(Arm("grpo", l) for l in LOSSES[1:]) + (Arm("gpg", "gpg"),))
+            + tuple(Arm("grpo", loss) for loss in LOSSES[1:]) + (Arm("gpg", "gpg"),))
 
 
 class ArenaConfig(NamedTuple):
