@@ -326,6 +326,10 @@ def reinforce_pp(rewards: ArrayLike, mask: ArrayLike | None = None, *,
 
 _REGISTRY.register("reinforce_plus_plus", reinforce_pp)
 _REGISTRY.register("reinforce_plus_plus_baseline", reinforce_pp_baseline)
+# verl's vectorised spellings of the same estimators, and tunix's name of Dr.GRPO
+_REGISTRY.register("grpo_vectorized", grpo)
+_REGISTRY.register("rloo_vectorized", rloo)
+_REGISTRY.register("drgrpo", dr_grpo)
 
 
 @_REGISTRY.register("remax")

@@ -391,6 +391,7 @@ def register(name: str, fn: Callable[..., jax.Array] | None = None, *,
 # Policy losses and KL estimators that verl, TRL or tunix offer beyond the ones above, each
 # under our name and verl's (docs/config.md has the table of names and conventions).
 _POLICY.register("vanilla", ppo_clip)   # verl's name of the PPO clipped surrogate
+_POLICY.register("gspo-token", gspo)   # tunix's loss_algo name of the same token-level GSPO
 # GPG (arXiv:2504.02546): the plain policy gradient -A * log pi on GPG's advantages
 # (rlvr_lab.advantages.gpg); verl's ``gpg`` loss is exactly ``pg``
 _POLICY.register("gpg", pg)

@@ -102,7 +102,7 @@ CLAIMS = (
 
 
 def arena_config(quick: bool) -> arena.ArenaConfig:
-    return arena.ArenaConfig(BANK, steps=30 if quick else 150)
+    return arena.ArenaConfig(BANK, steps=30 if quick else 120)
 
 
 def ranking(curves: np.ndarray) -> pd.DataFrame:
@@ -193,7 +193,7 @@ def zoo(ctx: Context):
     curves = arena.run(arena_config(ctx.quick), ctx.stream("arena"), ctx.seeds)
     table = ranking(curves)
     exact, scales, directions = exact_numbers(bank)
-    errors = remax_errors(ctx.stream("remax"), bank, 500 if ctx.quick else 5000)
+    errors = remax_errors(ctx.stream("remax"), bank, 500 if ctx.quick else 4000)
 
     labels = [a.label for a in arena.arms()]
     grpo, gpg = labels.index("grpo + vanilla"), labels.index("gpg + gpg")

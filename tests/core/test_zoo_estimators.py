@@ -255,7 +255,8 @@ def test_hypothesis_baselines_centre_the_group(data):
 VERL_NAMES = {"reinforce_plus_plus": adv.reinforce_pp,
               "reinforce_plus_plus_baseline": adv.reinforce_pp_baseline, "remax": adv.remax,
               "opo": adv.opo, "gpg": adv.gpg, "grpo_passk": adv.grpo_passk,
-              "grpo": adv.grpo, "rloo": adv.rloo}
+              "grpo": adv.grpo, "rloo": adv.rloo, "grpo_vectorized": adv.grpo,
+              "rloo_vectorized": adv.rloo, "drgrpo": adv.dr_grpo}
 
 
 def test_verl_names_resolve():

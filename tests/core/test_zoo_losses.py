@@ -367,7 +367,8 @@ def test_hypothesis_empty_rows_skip_equals_count_without_empty_rows(data):
 # ----------------------------------------------------------------------------- names, checks
 def test_verl_names_resolve():
     from rlvr_lab import _registry
-    for name in ("vanilla", "gpg", "clip_cov", "kl_cov", "geo_mean", "sapo", "gspo", "cispo"):
+    for name in ("vanilla", "gpg", "clip_cov", "kl_cov", "geo_mean", "sapo", "gspo", "cispo",
+                 "gspo-token"):
         assert _registry.category("loss").get(name) is losses.get(name)
     for name in ("kl", "abs", "mse", "low_var_kl", "k1", "k2", "k3", "k1+", "k3+", "kl+",
                  "low_var_kl+"):
