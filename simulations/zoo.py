@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 
 from rlvr_lab import advantages, claims, plotting, stats
 from rlvr_lab.envs import prompt_bank
@@ -78,7 +79,9 @@ CLAIMS = (
                  "greedy baseline minus without (plain REINFORCE), paired draws",
         unit="relative squared error", rule="superiority", direction="<", threshold=0.0,
         gated=False,
-        note="the greedy answer does not depend on the sample, so both are unbiased"),
+        note="both are unbiased (the greedy answer does not depend on the sample); with 0/1 "
+             "rewards the greedy baseline helps where it is near a prompt's success "
+             "probability and hurts where it is not"),
     claims.Declared(
         "zoo_opo_length_baseline", paper="GRPO",
         statement="OPO's length-weighted baseline is the variance-minimising constant baseline "
@@ -164,9 +167,11 @@ def plot_ranking(table: pd.DataFrame):
 def plot_curves(curves: np.ndarray, scales: pd.DataFrame, errors: dict):
     fig, axes = plotting.subplots(1, 4, figsize=(18, 4.2))
     steps = np.arange(curves.shape[-1])
+    colors = colormaps["tab20"].colors
     for ax, (g, group) in zip(axes[:2], [(0, arena.GROUPS[0]), (2, arena.GROUPS[2])]):
         for a, arm in enumerate(arena.arms()):
-            plotting.band(ax, steps, curves[a, g], label=arm.label)
+            plotting.band(ax, steps, curves[a, g], label=arm.label, color=colors[a % 20],
+                          ls="-" if arm.loss == "vanilla" else "--")
         ax.set(xlabel="step (64 rollouts each)", ylabel="exact accuracy", title=f"G = {group}")
     axes[0].legend(fontsize=6, ncol=2)
     ax = axes[2]
