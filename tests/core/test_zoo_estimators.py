@@ -210,7 +210,7 @@ groups = st.integers(1, 4).flatmap(lambda b: st.integers(1, 6).flatmap(lambda g:
     hnp.arrays(np.bool_, (b, g)))))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(groups)
 def test_hypothesis_matches_loops_and_is_finite(data):
     rewards, mask = data
@@ -221,7 +221,7 @@ def test_hypothesis_matches_loops_and_is_finite(data):
             np.testing.assert_allclose(out, REFS[name](rewards, mask), rtol=1e-9, atol=1e-9)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(groups, st.floats(-5, 5), st.floats(0.1, 10))
 def test_hypothesis_shift_and_scale(data, shift, scale):
     """Group-relative estimators ignore a shift of all rewards; REINFORCE++ and pass@k (std)
@@ -238,7 +238,7 @@ def test_hypothesis_shift_and_scale(data, shift, scale):
         assert np.all((np.asarray(adv.grpo_passk(r, mask)) != 0).sum(-1) <= 1)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(groups)
 def test_hypothesis_baselines_centre_the_group(data):
     """OPO's length-weighted advantages sum to 0 per group under the length weights; GPG's and

@@ -327,7 +327,7 @@ def test_hypothesis_against_loops(data):
             np.testing.assert_allclose(got[b][mask[b]], value, rtol=1e-9, atol=1e-12)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(tokens)
 def test_hypothesis_on_policy_gradients_equal_pg(data):
     """At rho = 1 SAPO's gradient is the policy gradient's, KL-Cov's (coef 0) too; GMPO's is
@@ -352,7 +352,7 @@ def test_hypothesis_on_policy_gradients_equal_pg(data):
         np.testing.assert_allclose(g, want / n, atol=1e-12)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(tokens)
 def test_hypothesis_empty_rows_skip_equals_count_without_empty_rows(data):
     lp, _, _, mask = data

@@ -46,7 +46,7 @@ def test_gradient_scale_matches_enumeration(estimator, group):
     np.testing.assert_allclose(expected, scale * exact, rtol=1e-10, atol=1e-14)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.floats(0.01, 0.99), st.sampled_from([2, 4, 8, 16]))
 def test_gradient_scale_closed_forms(p, group):
     assert gradient.gradient_scale("rloo", np.array([p]), group)[0] == pytest.approx(1, abs=1e-9)
