@@ -386,12 +386,14 @@ def opo(rewards: ArrayLike, mask: ArrayLike | None = None, *,
 @_REGISTRY.register("gpg")
 def gpg(rewards: ArrayLike, mask: ArrayLike | None = None, *, f_norm: float = 1.0,
         alpha: str = "informative") -> jax.Array:
-    """GPG (Chu et al. 2025, arXiv:2504.02546, the corrected group advantage): ``alpha * (r - group mean)
-    / f_norm``, the group-mean advantage rescaled for the rollouts that carry no gradient.
+    """GPG (Chu et al. 2025, arXiv:2504.02546, the corrected group advantage):
+    ``alpha * (r - group mean) / f_norm``, the group-mean advantage rescaled for the rollouts
+    that carry no gradient.
 
     ``alpha``: ``"informative"`` (the paper: ``B / (B - M)``, ``B`` valid rollouts, ``M`` those
-    in groups of equal rewards or of one rollout, whose advantage is 0); ``"nonzero_reward"``
-    (verl's ``gpg``: ``B / max(#nonzero rewards, 1)``). ``f_norm`` (``> 0``) is the paper's
+    in groups of equal rewards or of one rollout, whose advantage is 0; the authors' code takes
+    the same ratio over groups, ``1 / inverse_alpha``, equal for full groups);
+    ``"nonzero_reward"`` (verl's ``gpg``: ``B / max(#nonzero rewards, 1)``). ``f_norm`` (``> 0``) is the paper's
     optional normaliser (1: none). Groups with fewer than two valid rollouts get 0 (verl: a
     lone rollout gets ``alpha * r``).
     """
