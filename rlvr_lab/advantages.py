@@ -393,9 +393,9 @@ def gpg(rewards: ArrayLike, mask: ArrayLike | None = None, *, f_norm: float = 1.
     ``alpha``: ``"informative"`` (the paper: ``B / (B - M)``, ``B`` valid rollouts, ``M`` those
     in groups of equal rewards or of one rollout, whose advantage is 0; the authors' code takes
     the same ratio over groups, ``1 / inverse_alpha``, equal for full groups);
-    ``"nonzero_reward"`` (verl's ``gpg``: ``B / max(#nonzero rewards, 1)``). ``f_norm`` (``> 0``) is the paper's
-    optional normaliser (1: none). Groups with fewer than two valid rollouts get 0 (verl: a
-    lone rollout gets ``alpha * r``).
+    ``"nonzero_reward"`` (verl's ``gpg``: ``B / max(#nonzero rewards, 1)``). ``f_norm``
+    (``> 0``) is the paper's optional normaliser (1: none). Groups with fewer than two valid
+    rollouts get 0 (verl: a lone rollout gets ``alpha * r``).
     """
     check_choice("alpha", alpha, ("informative", "nonzero_reward"))
     check_number(f_norm, "f_norm", "> 0", lambda v: v > 0)

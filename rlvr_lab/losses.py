@@ -427,12 +427,12 @@ def clip_cov(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike
              epsilon_high: float | None = None, clip_cov_ratio: float = 2e-4,
              clip_cov_lb: float = 1.0, clip_cov_ub: float = 5.0,
              key: jax.Array | None = None) -> jax.Array:
-    """Clip-Cov (Cui et al. 2025, arXiv:2505.22617, the Clip-Cov objective): PPO's clipped loss, with
-    the gradient of a few high-covariance tokens removed.
+    """Clip-Cov (Cui et al. 2025, arXiv:2505.22617, the Clip-Cov objective): PPO's clipped
+    loss, with the gradient of a few high-covariance tokens removed.
 
-    Among valid tokens that PPO's clip leaves active and whose covariance (:func:`_token_covariance`, over
-    the batch) lies in ``(clip_cov_lb, clip_cov_ub)``, ``max(floor(clip_cov_ratio * valid), 1)``
-    get loss 0 (detached). verl draws them at random; here ``key=None`` takes them in
+    Among valid tokens that PPO's clip leaves active and whose covariance
+    (:func:`_token_covariance`, over the batch) lies in ``(clip_cov_lb, clip_cov_ub)``,
+    ``max(floor(clip_cov_ratio * valid), 1)`` get loss 0 (detached). verl draws them at random; here ``key=None`` takes them in
     row-major order (deterministic), a PRNG ``key`` draws them uniformly. Defaults are verl's.
     """
     _check_epsilon(epsilon, epsilon_high)
@@ -481,8 +481,8 @@ def kl_cov(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
 def gmpo(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
          mask: ArrayLike | None = None, *, epsilon: float = 0.4,
          epsilon_high: float | None = None) -> jax.Array:
-    """GMPO (Zhao et al. 2025, arXiv:2507.20673, the GMPO objective): the geometric mean of the token
-    ratios, clipped in log space per token, ``-mean_t(A) * exp(mean_t sgn(A) min(sgn(A) x_t,
+    """GMPO (Zhao et al. 2025, arXiv:2507.20673, the GMPO objective): the geometric mean of the
+    token ratios, clipped in log space per token, ``-mean_t(A) * exp(mean_t sgn(A) min(sgn(A) x_t,
     sgn(A) clip(x_t, -epsilon, epsilon_high)))`` with ``x_t = log rho_t`` over valid tokens.
 
     One loss per sequence; every token carries it, so aggregate with
@@ -512,9 +512,9 @@ _POLICY.register("geo_mean", gmpo)
 def sapo(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
          mask: ArrayLike | None = None, *, tau_pos: float = 1.0, tau_neg: float = 1.05,
          log_ratio_clamp: float | None = None) -> jax.Array:
-    """SAPO (Gao et al. 2025, arXiv:2511.20347, the soft-gated objective): a soft gate instead of a hard clip,
-    ``-g_tau(rho) * A`` with ``g_tau(rho) = (4 / tau) * sigmoid(tau * (rho - 1))``, ``tau =
-    tau_pos`` where ``A > 0`` and ``tau_neg`` elsewhere (its gradient at ``rho = 1`` is the
+    """SAPO (Gao et al. 2025, arXiv:2511.20347, the soft-gated objective): a soft gate instead
+    of a hard clip, ``-g_tau(rho) * A`` with ``g_tau(rho) = (4 / tau) * sigmoid(tau * (rho -
+    1))``, ``tau = tau_pos`` where ``A > 0`` and ``tau_neg`` elsewhere (its gradient at ``rho = 1`` is the
     policy gradient's). Defaults are verl's (1.0, 1.05); verl recommends
     ``"seq-mean-token-mean"``. ``log_ratio_clamp`` as :func:`ppo_clip` (verl: 20).
     """
