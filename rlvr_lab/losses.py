@@ -432,8 +432,9 @@ def clip_cov(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike
 
     Among valid tokens that PPO's clip leaves active and whose covariance
     (:func:`_token_covariance`, over the batch) lies in ``(clip_cov_lb, clip_cov_ub)``,
-    ``max(floor(clip_cov_ratio * valid), 1)`` get loss 0 (detached). verl draws them at random; here ``key=None`` takes them in
-    row-major order (deterministic), a PRNG ``key`` draws them uniformly. Defaults are verl's.
+    ``max(floor(clip_cov_ratio * valid), 1)`` get loss 0 (detached). verl draws them at
+    random; here ``key=None`` takes them in row-major order (deterministic), a PRNG ``key``
+    draws them uniformly. Defaults are verl's.
     """
     _check_epsilon(epsilon, epsilon_high)
     check_number(clip_cov_ratio, "clip_cov_ratio", "> 0", lambda v: v > 0)
@@ -514,8 +515,8 @@ def sapo(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLike,
          log_ratio_clamp: float | None = None) -> jax.Array:
     """SAPO (Gao et al. 2025, arXiv:2511.20347, the soft-gated objective): a soft gate instead
     of a hard clip, ``-g_tau(rho) * A`` with ``g_tau(rho) = (4 / tau) * sigmoid(tau * (rho -
-    1))``, ``tau = tau_pos`` where ``A > 0`` and ``tau_neg`` elsewhere (its gradient at ``rho = 1`` is the
-    policy gradient's). Defaults are verl's (1.0, 1.05); verl recommends
+    1))``, ``tau = tau_pos`` where ``A > 0`` and ``tau_neg`` elsewhere (its gradient at
+    ``rho = 1`` is the policy gradient's). Defaults are verl's (1.0, 1.05); verl recommends
     ``"seq-mean-token-mean"``. ``log_ratio_clamp`` as :func:`ppo_clip` (verl: 20).
     """
     for name, tau in (("tau_pos", tau_pos), ("tau_neg", tau_neg)):
