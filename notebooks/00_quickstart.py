@@ -249,6 +249,46 @@ for name in result.figures:
     display(Image(filename=str(OUT / f"{name}.png"), width=720))
 
 # %% [markdown]
+# ## 6. The zoo: every estimator and loss by name, head to head
+# Estimators, policy losses, aggregation modes and KL estimators are registry entries: a config
+# names them, under our names or verl's (`reinforce_plus_plus`, `vanilla`, `geo_mean`,
+# `low_var_kl`, ...; `docs/config.md` has one table of every name with its verl, TRL and tunix
+# spellings and how the conventions differ). Below, the batch of section 2 under five
+# estimators, then GRPO swapped for REINFORCE++ and for GPG's recipe by name alone.
+
+# %%
+import pandas as pd
+names = ["grpo", "rloo", "reinforce_plus_plus", "gpg", "grpo_passk"]
+print(pd.DataFrame({n: np.asarray(advantages.compute(n, batch.rewards).adv[0]) for n in names},
+                   index=[f"r={float(r):g}" for r in batch.rewards[0]]).round(3))
+swaps = {"GRPO + vanilla": cfg.replace(policy_loss="vanilla"),
+         "REINFORCE++ + vanilla": cfg.replace(advantage="reinforce_plus_plus",
+                                              policy_loss="vanilla"),
+         "GPG + gpg": cfg.replace(advantage="gpg", policy_loss="gpg")}
+fig, ax = plotting.subplots(figsize=(5, 3.4))
+for name, c in swaps.items():
+    _, m = train_seeds(c, jax.random.key(1), 4 if QUICK else 16)
+    plotting.band(ax, np.arange(c.num_steps), np.asarray(m["accuracy"]), label=name)
+ax.set(xlabel="step", ylabel="mean success probability", title="one name changed")
+ax.legend()
+
+# %% [markdown]
+# The `zoo` experiment runs every estimator with verl's PPO loss and every loss with GRPO's
+# advantages at G = 2, 4 and 8, each spending 64 rollouts per step, all in one compiled loop,
+# and decides the orderings the papers state: RLOO's leave-one-out gradient is unbiased while
+# GRPO's std re-weights prompts (exact, on the bank's own prompts), ReMax's greedy baseline
+# against plain REINFORCE, GPG against GRPO. The ranking figure gives each arm's final exact
+# accuracy with its 95% interval over seeds, one panel per G.
+
+# %%
+zoo = experiments.run("zoo", quick=QUICK, out_dir=OUT)
+plt.close("all")
+zoo.claims_frame()[ROW]
+
+# %%
+experiments.show_figures(zoo, OUT)
+
+# %% [markdown]
 # ## Exercises
 #
 # Each exercise has a check cell: put your answer in place of `None` and run it;

@@ -22,6 +22,9 @@ valid rollout (``G = 1`` included), a fully masked group or batch, ``eps = 0`` w
 up to the dtype's largest value (``[[3e38, -3e38, 0]]`` in float32): its statistics are then
 computed on ``rewards / s`` with a power of two ``s`` (``s = 1``, bit for bit the plain formula,
 for every reward below ``sqrt(max / size) / 2``, about 1e18 in float32).
+The estimators in :data:`NOT_GROUP_RELATIVE` (REINFORCE++ without baseline, ReMax) compare a
+rollout with the batch or with a greedy response, not with its group: there a lone rollout or
+a group of equal rewards can get a non-zero (always finite) advantage.
 """
 from __future__ import annotations
 
@@ -35,9 +38,13 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from rlvr_lab._registry import Registry, check_choice
-from rlvr_lab.utils import check_finite, check_number, check_real
+from rlvr_lab.utils import check_finite, check_number, check_real, is_traced
 
 _REGISTRY: Registry = Registry("estimator", "advantage estimator")
+# registered names whose baseline is not the group (see the module docstring)
+NOT_GROUP_RELATIVE = frozenset({"reinforce_pp", "reinforce_plus_plus", "remax"})
+# registered names with an option that has no default: name -> that option
+REQUIRED_OPTIONS = {"remax": "baseline"}
 
 
 class Advantages(NamedTuple):
@@ -296,3 +303,160 @@ def compute(name: str | Callable[..., Any], rewards: ArrayLike, mask: ArrayLike 
         return Advantages(*out)
     rewards, mask = _prepare(rewards, mask)
     return Advantages(out, mask)
+
+
+# ----------------------------------------------------------------------------- the verl zoo
+# Estimators that verl, TRL or tunix offer beyond the ones above. Each is registered under our
+# name and, where verl's spelling differs, under verl's ``algorithm.adv_estimator`` name too
+# (docs/config.md has the table of names and conventions).
+
+def _shifted_mean(values, weights):
+    """Weighted mean of each row, accumulated relative to the row's first weighted entry, so
+    a row of equal values gets exactly that value (as :func:`_group_stats`)."""
+    first = jnp.take_along_axis(values, jnp.argmax(weights > 0, axis=-1)[:, None], axis=-1)
+    total = weights.sum(-1, keepdims=True)
+    shifted = jnp.where(weights > 0, values - first, 0) * weights
+    return first + shifted.sum(-1, keepdims=True) / jnp.where(total > 0, total, 1)
+
+
+def _whiten(values, valid, eps):
+    """verl's ``masked_whiten`` over the valid entries of the whole batch: ``(x - mean) /
+    sqrt(var + eps)``, unbiased variance; 0 at invalid entries and where ``x == mean``."""
+    flat_v = values.reshape(1, -1)
+    flat_m = valid.reshape(1, -1)
+    mean = _shifted_mean(flat_v, flat_m.astype(values.dtype))[0, 0]
+    count = flat_m.sum().astype(values.dtype)
+    dev = jnp.where(valid, values - mean, 0)
+    var = (dev * dev).sum() / jnp.maximum(count - 1, 1)
+    return jnp.where(valid, _divide(dev, jnp.sqrt(var + eps)), jnp.zeros_like(values))
+
+
+@_REGISTRY.register("reinforce_pp")
+def reinforce_pp(rewards: ArrayLike, mask: ArrayLike | None = None, *,
+                 eps: float = 1e-8) -> jax.Array:
+    """REINFORCE++ (Hu 2025, arXiv:2501.03262, the globally normalised advantage): no baseline
+    per group; the outcome rewards are whitened over the whole batch,
+    ``(r - mean_batch) / sqrt(var_batch + eps)`` (unbiased variance over valid rollouts).
+
+    With an outcome reward and ``gamma = 1`` the token return is the reward itself, so this is
+    verl's ``reinforce_plus_plus`` with one entry per rollout (verl whitens over tokens, which
+    weights each rollout by its length). Not group-relative: a lone rollout still gets an
+    advantage. A batch of equal rewards, or with fewer than two valid rollouts, gives 0.
+    """
+    rewards, mask = _prepare(rewards, mask)
+    _check_eps(eps)
+    return _whiten(rewards, mask, eps)
+
+
+_REGISTRY.register("reinforce_plus_plus", reinforce_pp)
+_REGISTRY.register("reinforce_plus_plus_baseline", reinforce_pp_baseline)
+# verl's vectorised spellings of the same estimators, and tunix's name of Dr.GRPO
+_REGISTRY.register("grpo_vectorized", grpo)
+_REGISTRY.register("rloo_vectorized", rloo)
+_REGISTRY.register("drgrpo", dr_grpo)
+
+
+@_REGISTRY.register("remax")
+def remax(rewards: ArrayLike, mask: ArrayLike | None = None, *,
+          baseline: ArrayLike | None = None) -> jax.Array:
+    """ReMax (Li et al. 2023, arXiv:2310.10505, Algorithm 1): ``A = r - b`` with ``b``
+    the reward of the greedy (argmax-decoded) response to the same prompt.
+
+    ``baseline`` is that greedy reward per prompt, shape ``[B]`` or ``[B, 1]`` (required: the
+    estimator cannot decode; a trainer computes it). Not group-relative: every valid rollout,
+    a lone one included, gets ``r - b`` (as verl's ``remax``); masked entries are 0.
+    """
+    rewards, mask = _prepare(rewards, mask)
+    if baseline is None:
+        raise ValueError("remax needs baseline= (the reward of the greedy response to each "
+                         "prompt, shape [B] or [B, 1])")
+    b = jnp.asarray(baseline, rewards.dtype).reshape(-1, 1)
+    if b.shape[0] != rewards.shape[0]:
+        raise ValueError(f"baseline has {b.shape[0]} entries for {rewards.shape[0]} prompts")
+    check_finite(b, "baseline")
+    return jnp.where(mask, rewards - b, jnp.zeros_like(rewards))
+
+
+@_REGISTRY.register("opo")
+def opo(rewards: ArrayLike, mask: ArrayLike | None = None, *,
+        lengths: ArrayLike | None = None) -> jax.Array:
+    """OPO (arXiv:2505.23585, the optimal reward baseline):
+    ``A = r - b``, ``b = sum_j l_j r_j / sum_j l_j`` over the group's valid rollouts (the
+    rollout itself included), ``l_j`` the response length in tokens.
+
+    ``lengths`` ``[B, G]`` (non-negative; None: all equal, then ``b`` is the group mean and
+    OPO equals Dr.GRPO). A group whose valid lengths sum to 0 falls back to equal weights.
+    Groups with fewer than two valid rollouts get 0 (verl: baseline 0, ``A = r``).
+    """
+    rewards, mask = _prepare(rewards, mask)
+    if lengths is None:
+        weights = mask.astype(rewards.dtype)
+    else:
+        lengths = jnp.asarray(lengths, rewards.dtype)
+        if lengths.shape != rewards.shape:
+            raise ValueError(f"lengths shape {lengths.shape} does not match rewards shape "
+                             f"{rewards.shape}")
+        check_finite(lengths, "lengths", where=mask)
+        weights = jnp.where(mask, lengths, 0)
+        if not is_traced(weights) and bool(jnp.any(weights < 0)):
+            raise ValueError("lengths must be >= 0 at valid rollouts")
+        empty = weights.sum(-1, keepdims=True) <= 0
+        weights = jnp.where(empty & mask, 1, weights)
+    n = mask.sum(-1, keepdims=True)
+    adv = rewards - _shifted_mean(rewards, weights)
+    return _finish(adv, n, mask)
+
+
+@_REGISTRY.register("gpg")
+def gpg(rewards: ArrayLike, mask: ArrayLike | None = None, *, f_norm: float = 1.0,
+        alpha: str = "informative") -> jax.Array:
+    """GPG (Chu et al. 2025, arXiv:2504.02546, the corrected group advantage):
+    ``alpha * (r - group mean) / f_norm``, the group-mean advantage rescaled for the rollouts
+    that carry no gradient.
+
+    ``alpha``: ``"informative"`` (the paper: ``B / (B - M)``, ``B`` valid rollouts, ``M`` those
+    in groups of equal rewards or of one rollout, whose advantage is 0; the authors' code takes
+    the same ratio over groups, ``1 / inverse_alpha``, equal for full groups);
+    ``"nonzero_reward"`` (verl's ``gpg``: ``B / max(#nonzero rewards, 1)``). ``f_norm``
+    (``> 0``) is the paper's optional normaliser (1: none). Groups with fewer than two valid
+    rollouts get 0 (verl: a lone rollout gets ``alpha * r``).
+    """
+    check_choice("alpha", alpha, ("informative", "nonzero_reward"))
+    check_number(f_norm, "f_norm", "> 0", lambda v: v > 0)
+    rewards, mask = _prepare(rewards, mask)
+    n, mean, std = _group_stats(rewards, mask)
+    total = mask.sum().astype(rewards.dtype)
+    if alpha == "informative":
+        useful = mask & (n >= 2) & (std > 0)
+    else:
+        useful = mask & (rewards != 0)
+    a = total / jnp.maximum(useful.sum(), 1).astype(rewards.dtype)
+    return _finish(a * (rewards - mean) / f_norm, n, mask)
+
+
+@_REGISTRY.register("grpo_passk")
+def grpo_passk(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str = "std",
+               eps: float = 1e-6) -> jax.Array:
+    """GRPO for pass@k (max@k) training, as verl's ``grpo_passk`` (which cites
+    arXiv:2503.19595, Tang et al. 2025, the leave-one-out gradient of the group's maximum):
+    only the best rollout of each group gets an advantage, ``r_max - r_second``, divided by
+    ``group std + eps`` when ``scale="std"`` (``"none"``: not divided).
+
+    Ties at the maximum give 0 (``r_max = r_second``), so which tied rollout is "best" does
+    not matter. Groups with fewer than two valid rollouts get 0 (verl raises).
+    """
+    check_choice("scale", scale, ("std", "none"))
+    rewards, mask = _prepare(rewards, mask)
+    _check_eps(eps)
+    n, _, std = _group_stats(rewards, mask)
+    low = jnp.finfo(rewards.dtype).min
+    ordered = jnp.sort(jnp.where(mask, rewards, low), axis=-1)
+    if rewards.shape[1] >= 2:
+        gap = jnp.where(n >= 2, ordered[:, -1:] - ordered[:, -2:-1], 0)
+    else:
+        gap = jnp.zeros_like(ordered[:, :1])
+    if scale == "std":
+        gap = _divide(gap, std + eps)
+    best = jnp.arange(rewards.shape[1])[None, :] == jnp.argmax(
+        jnp.where(mask, rewards, low), axis=-1)[:, None]
+    return _finish(jnp.where(best, gap, 0), n, mask)

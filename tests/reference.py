@@ -156,6 +156,8 @@ def aggregate(token_loss, mask, mode):
         return math.fsum(row_sums) / n_rows
     if mode == "seq-mean-token-sum-norm":
         return math.fsum(row_sums) / (n_rows * n_cols)
+    if mode == "token-sum":
+        return math.fsum(row_sums)
     raise ValueError(mode)
 
 

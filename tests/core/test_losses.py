@@ -79,7 +79,8 @@ def test_aggregate_empty_rows_and_padding(mode):
     mask = np.array([[1, 1, 0], [0, 0, 0], [1, 0, 0]], bool)
     # documented: seq-mean-token-mean leaves empty rows out, seq-mean-token-sum keeps them
     expected = {"token-mean": 6 / 3, "seq-mean-token-mean": (1.5 + 3) / 2,
-                "seq-mean-token-sum": (3 + 0 + 3) / 3, "seq-mean-token-sum-norm": 6 / 9}[mode]
+                "seq-mean-token-sum": (3 + 0 + 3) / 3, "seq-mean-token-sum-norm": 6 / 9,
+                "token-sum": 6.0}[mode]
     assert expected == pytest.approx(ref.aggregate(token_loss, mask, mode))
     np.testing.assert_allclose(losses.aggregate(token_loss, mask, mode), expected, rtol=1e-6)
     # whatever sits at masked positions (padding log-probs can be -inf) stays out

@@ -98,7 +98,8 @@ def test_registry_overwrite_and_catalogue():
 def test_every_estimator_gives_advantages():
     r = jnp.asarray([[1.0, 0.0, 0.0, 1.0, 1.0]])
     for name in advantages.names():
-        out = advantages.compute(name, r)
+        required = advantages.REQUIRED_OPTIONS.get(name)   # remax: the greedy reward
+        out = advantages.compute(name, r, **({required: jnp.zeros(1)} if required else {}))
         assert isinstance(out, advantages.Advantages) and out.adv.shape == r.shape
 
 
