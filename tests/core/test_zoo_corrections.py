@@ -125,3 +125,15 @@ def test_hypothesis_sequence_corrections(data, cap):
     mw, ok = f64(losses.sequence_mis_weights, train, rollout, mask, cap=cap)
     assert np.all(np.isfinite(mw)) and np.all(mw[~ok] == 0)
     assert np.all((mw[ok] >= 1 / cap - 1e-12) & (mw[ok] <= cap + 1e-12))
+
+
+def test_overlong_penalty_matches_loop():
+    from rlvr_lab import advantages
+    lengths = np.array([[10, 3000, 3584, 3585, 4000], [4096, 4200, 0, 1, 3800]])
+    got = np.asarray(advantages.overlong_penalty(lengths, max_length=4096, buffer=512,
+                                                 penalty=1.0))
+    want = [[min(-(x - (4096 - 512)) / 512 * 1.0, 0.0) for x in row] for row in lengths]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert got[1, 0] == pytest.approx(-1.0) and got[0, 2] == 0
+    with pytest.raises(ValueError):
+        advantages.overlong_penalty(lengths, max_length=100, buffer=200)
