@@ -460,3 +460,21 @@ def grpo_passk(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str 
     best = jnp.arange(rewards.shape[1])[None, :] == jnp.argmax(
         jnp.where(mask, rewards, low), axis=-1)[:, None]
     return _finish(jnp.where(best, gap, 0), n, mask)
+
+
+def overlong_penalty(lengths: ArrayLike, *, max_length: float, buffer: float,
+                     penalty: float = 1.0) -> jax.Array:
+    """DAPO's soft overlong punishment (Yu et al. 2025, arXiv:2503.14476, "Overlong Reward
+    Shaping"), a reward term per response: 0 up to ``max_length - buffer`` tokens, then
+    falling linearly to ``-penalty`` at ``max_length``, ``min(-(l - (max_length - buffer)) /
+    buffer * penalty, 0)`` (tunix's ``overlong_buffer`` and verl's DAPO reward manager; neither
+    floors it beyond ``max_length``, nor does this). Add it to the rewards before an
+    estimator. ``0 < buffer <= max_length``, ``penalty >= 0``."""
+    check_number(max_length, "max_length", "> 0", lambda v: v > 0)
+    check_number(buffer, "buffer", "in (0, max_length]", lambda v: (v > 0) & (v <= max_length))
+    check_number(penalty, "penalty", ">= 0", lambda v: v >= 0)
+    lengths = jnp.asarray(lengths)
+    if not jnp.issubdtype(lengths.dtype, jnp.floating):
+        lengths = lengths.astype(jnp.float32)
+    exceed = lengths - (max_length - buffer)
+    return jnp.minimum(-exceed / buffer * penalty, 0.0)

@@ -580,3 +580,65 @@ for _verl, _ours in (("kl", kl_k1), ("mse", kl_k2), ("low_var_kl", kl_k3), ("kl+
                      ("low_var_kl+", kl_k3_plus)):
     _KL.register(_verl, _ours)
 del _verl, _ours
+
+
+# ----------------------------------------------------------------------------- sequence-level corrections, KL control
+def _sequence_log_ratio_sum(train_log_prob, rollout_log_prob, mask):
+    """``sum_t log(pi_train / pi_rollout)`` over valid tokens, ``[B, 1]``, clipped to
+    ``+-VERL_LOG_RATIO_CLAMP`` (verl's safety bound before ``exp``)."""
+    m = _mask_like(train_log_prob, mask)
+    diff = jnp.where(m, jnp.asarray(train_log_prob) - rollout_log_prob, 0)
+    total = diff.sum(-1, keepdims=True)
+    return jnp.clip(total, -VERL_LOG_RATIO_CLAMP, VERL_LOG_RATIO_CLAMP)
+
+
+def sequence_tis_weights(train_log_prob: ArrayLike, rollout_log_prob: ArrayLike,
+                         mask: ArrayLike | None = None, *, cap: float = 2.0) -> jax.Array:
+    """Sequence-level truncated importance sampling: ``min(prod_t rho_t, cap)`` per sequence
+    (``rho_t = pi_train / pi_rollout`` over valid tokens), broadcast over its tokens, no
+    gradient; verl's ``rollout_is="sequence"`` (the summed log-ratio clipped to +-20 first).
+    The token-level form is :func:`tis_weights`. ``cap >= 1``."""
+    _check_cap(cap)
+    _check_tokens(mask, train_log_prob=train_log_prob, rollout_log_prob=rollout_log_prob)
+    w = jnp.minimum(jnp.exp(_sequence_log_ratio_sum(train_log_prob, rollout_log_prob, mask)), cap)
+    return jax.lax.stop_gradient(jnp.broadcast_to(w, jnp.shape(train_log_prob)))
+
+
+def sequence_mis_weights(train_log_prob: ArrayLike, rollout_log_prob: ArrayLike,
+                         mask: ArrayLike | None = None, *,
+                         cap: float = 2.0) -> tuple[jax.Array, jax.Array]:
+    """Sequence-level rejection sampling: ``(weights, accepted)`` with the sequence ratio
+    ``prod_t rho_t`` where it lies in ``[1/cap, cap]`` and 0 elsewhere, broadcast over the
+    sequence's tokens (no gradient). A rejected sequence should leave the aggregation
+    (``mask & accepted``), as :func:`mis_weights` for tokens. verl's ``rollout_rs="seq_sum_k1"``
+    with threshold ``cap`` keeps the same sequences. ``cap >= 1``."""
+    _check_cap(cap)
+    _check_tokens(mask, train_log_prob=train_log_prob, rollout_log_prob=rollout_log_prob)
+    log_w = _sequence_log_ratio_sum(train_log_prob, rollout_log_prob, mask)
+    accepted = jnp.broadcast_to(jnp.abs(log_w) <= jnp.log(cap), jnp.shape(train_log_prob))
+    w = jnp.broadcast_to(jnp.exp(log_w), accepted.shape)
+    return jax.lax.stop_gradient(jnp.where(accepted, w, 0.0)), accepted
+
+
+def adaptive_kl_coef(coef: ArrayLike, current_kl: ArrayLike, n_steps: ArrayLike, *,
+                     target_kl: float, horizon: float) -> jax.Array:
+    """One update of the adaptive KL controller (Ziegler et al. 2019, arXiv:1909.08593,
+    Sec. 2.2; verl's ``AdaptiveKLController``): ``coef * (1 + e * n_steps / horizon)`` with
+    ``e = clip(current_kl / target_kl - 1, -0.2, 0.2)``. Pure (carry ``coef`` in a scan);
+    ``target_kl > 0``, ``horizon > 0``."""
+    check_number(target_kl, "target_kl", "> 0", lambda v: v > 0)
+    check_number(horizon, "horizon", "> 0", lambda v: v > 0)
+    error = jnp.clip(jnp.asarray(current_kl) / target_kl - 1, -0.2, 0.2)
+    return jnp.asarray(coef) * (1 + error * n_steps / horizon)
+
+
+def kl_penalized_rewards(rewards: ArrayLike, kl_per_token: ArrayLike,
+                         mask: ArrayLike | None = None, *, beta: float) -> jax.Array:
+    """KL in the reward (verl's ``use_kl_in_reward``, InstructGPT's penalty): each outcome
+    reward ``[B]`` minus ``beta`` times the sequence's summed per-token KL estimate ``[B, T]``
+    over valid tokens (what verl's per-token penalty sums to over a response at
+    ``gamma = 1``). ``beta >= 0``."""
+    check_number(beta, "beta", ">= 0", lambda v: v >= 0)
+    _check_tokens(mask, kl_per_token=kl_per_token)
+    m = _mask_like(kl_per_token, mask)
+    return jnp.asarray(rewards) - beta * jnp.where(m, kl_per_token, 0).sum(-1)

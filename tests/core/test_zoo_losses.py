@@ -327,6 +327,20 @@ def test_hypothesis_against_loops(data):
             np.testing.assert_allclose(got[b][mask[b]], value, rtol=1e-9, atol=1e-12)
 
 
+@jax.jit
+def _on_policy_gradients(lp, adv, mask):
+    """Gradients at rho = 1 (old = sg(current)) of SAPO, KL-Cov (coef 0) and GMPO (its
+    seq-mean-token-mean aggregate), one compilation per shape."""
+    old = jax.lax.stop_gradient(lp)
+
+    def token_sum(fn, **kw):
+        return jax.grad(lambda x: jnp.where(mask, fn(x, old, adv, mask, **kw), 0).sum())(lp)
+
+    gmpo = jax.grad(lambda x: losses.aggregate(losses.gmpo(x, old, adv, mask), mask,
+                                               "seq-mean-token-mean"))(lp)
+    return token_sum(losses.sapo), token_sum(losses.kl_cov, ppo_kl_coef=0.0), gmpo
+
+
 @settings(max_examples=15, deadline=None)
 @given(tokens)
 def test_hypothesis_on_policy_gradients_equal_pg(data):
@@ -334,22 +348,16 @@ def test_hypothesis_on_policy_gradients_equal_pg(data):
     the sequence-mean advantage spread over the row's tokens."""
     lp, _, adv, mask = data
     with jax.enable_x64(True):
-        lp = jnp.asarray(lp)
-        old = jax.lax.stop_gradient(lp)
-
-        def grad(fn, **kw):
-            return np.asarray(jax.grad(lambda x: jnp.where(
-                mask, fn(x, old, adv, mask, **kw), 0).sum())(lp))
-
-        want = np.where(mask, -np.broadcast_to(adv, lp.shape), 0)
-        np.testing.assert_allclose(grad(losses.sapo), want, atol=1e-12)
-        np.testing.assert_allclose(grad(losses.kl_cov, ppo_kl_coef=0.0), want, atol=1e-12)
-        # GMPO, one sequence loss per row: d/dlogp_t of -A exp(mean_t x_t) at x = 0 is -A/n_b
-        n = np.maximum(mask.sum(-1, keepdims=True), 1)
-        g = np.asarray(jax.grad(lambda x: sum(
-            (losses.gmpo(x, old, adv, mask)[b, int(np.argmax(mask[b]))]
-             for b in range(mask.shape[0]) if mask[b].any()), jnp.zeros(())))(lp))
-        np.testing.assert_allclose(g, want / n, atol=1e-12)
+        sapo, klcov, gmpo = (np.asarray(g) for g in _on_policy_gradients(
+            jnp.asarray(lp), jnp.asarray(adv), jnp.asarray(mask)))
+    want = np.where(mask, -np.broadcast_to(adv, lp.shape), 0)
+    np.testing.assert_allclose(sapo, want, atol=1e-12)
+    np.testing.assert_allclose(klcov, want, atol=1e-12)
+    # d/dlogp_t of -A exp(mean_t x_t) at x = 0 is -A/n_b; seq-mean-token-mean averages the
+    # row losses over the non-empty rows
+    n = np.maximum(mask.sum(-1, keepdims=True), 1)
+    rows = max(int(mask.any(-1).sum()), 1)
+    np.testing.assert_allclose(gmpo * rows, want / n, atol=1e-12)
 
 
 @settings(max_examples=15, deadline=None)
