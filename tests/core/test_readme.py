@@ -33,3 +33,17 @@ def test_readme_and_docs_links_resolve():
     missing = [f"{p.relative_to(ROOT)} -> {t}" for p in pages for t in _local_links(p)
                if t and not (p.parent / t).exists()]
     assert not missing, missing
+
+
+def test_every_python_block_of_the_readme_runs(tmp_path, monkeypatch):
+    """The README's examples run as written (in a fresh namespace each, from a scratch folder);
+    a block that raises fails with the block's first line in the message."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert blocks, "the README has no python example"
+    monkeypatch.chdir(tmp_path)
+    for code in blocks:
+        try:
+            exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+        except Exception as err:  # noqa: BLE001 - name the block that failed
+            raise AssertionError(f"README block {code.splitlines()[0]!r} raised "
+                                 f"{type(err).__name__}: {err}") from err
