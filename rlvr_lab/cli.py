@@ -159,8 +159,9 @@ def _check_out_dir(out: str, what: str = "--out") -> Path:
     creatable and writable; checked before any work."""
     if not out.strip():
         raise UsageError(f"{what} '' is empty; give a folder path")
-    if "\0" in out:
-        raise UsageError(f"{what} {_shown(out)} contains a NUL character")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in out):
+        raise UsageError(f"{what} {_shown(out)} contains a control character (NUL, newline, "
+                         "tab, ...); give a plain folder path")
     if ".." in Path(out).parts:
         # mkdir would create the folders before '..' that the path then leaves again
         raise UsageError(f"{what} {_shown(out)} contains '..'; give the folder without it")

@@ -87,6 +87,7 @@ def aggregate(token_loss: ArrayLike, mask: ArrayLike | None,
     A fully masked batch gives 0.
     """
     check_choice("loss_agg_mode", mode, AGG_MODES)
+    check_real(token_loss, "token_loss")
     token_loss = jnp.asarray(token_loss)
     if token_loss.ndim != 2:
         raise ValueError(f"token_loss must have shape [B, T]; got shape {token_loss.shape}")
@@ -139,6 +140,9 @@ def is_clipped(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLi
                epsilon: float = 0.2, epsilon_high: float | None = None) -> jax.Array:
     """Where PPO's clip is active (the clipped surrogate is the larger loss), as verl counts it."""
     _check_epsilon(epsilon, epsilon_high)
+    for name, x in (("log_prob", log_prob), ("old_log_prob", old_log_prob),
+                    ("advantages", advantages)):
+        check_real(x, name)
     eps_high = epsilon if epsilon_high is None else epsilon_high
     rho = ratio(log_prob, old_log_prob)
     adv = jnp.broadcast_to(advantages, rho.shape)
