@@ -13,8 +13,10 @@ Input checks (one-line ``ValueError``, see :mod:`rlvr_lab.utils`): options alway
 (``0 <= epsilon < 1``, ``epsilon_high >= 0``, ``clip_ratio_c > 1``, caps ``>= 1``, all finite,
 booleans rejected) unless traced; on concrete inputs the log-probs, advantages and token losses
 must be finite at valid tokens (masked tokens may hold anything, ``-inf`` padding included);
-batches must not be empty. Under ``jit`` the value checks are skipped (NaN propagates); wrap a
-function in :func:`rlvr_lab.utils.checked` to keep them.
+batches must not be empty. Shapes and dtypes are checked always (also under ``jit``): the
+per-token arrays of one call share a shape (``advantages`` and ``mask`` may broadcast to it)
+and hold real numbers (complex or text: TypeError). Under ``jit`` the value checks are skipped
+(NaN propagates); wrap a function in :func:`rlvr_lab.utils.checked` to keep them.
 """
 from __future__ import annotations
 
