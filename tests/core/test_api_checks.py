@@ -75,6 +75,9 @@ def test_configs_cap_rollouts_per_step(cls):
     with pytest.raises(ValueError) as e:
         cls(num_generations=10**9)
     _one_line(e, "num_generations", "1000000000", "at most")
+    with pytest.raises(ValueError) as e:
+        cls(steps=2**33)
+    _one_line(e, "steps=8589934592", "at most")
 
 
 @pytest.mark.parametrize("a, b", [(-3, 4), (3, -4), (2.5, 1), (True, 1), ("3", 4),
