@@ -159,10 +159,19 @@ def _name_limits(path: Path) -> tuple[int, int]:
 def _check_out_dir(out: str, what: str = "--out") -> Path:
     """The --out folder (or the folder an environment variable ``what`` names) must be
     creatable and writable; checked before any work."""
+    try:
+        return _check_out_path(out, what)
+    except OSError as err:     # e.g. a parent folder that cannot be searched
+        raise UsageError(f"{what} {_shown(out)} is not accessible: "
+                         f"{err.strerror or type(err).__name__}") from None
+
+
+def _check_out_path(out: str, what: str) -> Path:
     if not out.strip():
         raise UsageError(f"{what} '' is empty; give a folder path")
-    if "\0" in out:
-        raise UsageError(f"{what} {_shown(out)} contains a NUL character")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in out):
+        raise UsageError(f"{what} {_shown(out)} contains a control character (NUL, newline, "
+                         "tab, ...); give a plain folder path")
     if ".." in Path(out).parts:
         # mkdir would create the folders before '..' that the path then leaves again
         raise UsageError(f"{what} {_shown(out)} contains '..'; give the folder without it")

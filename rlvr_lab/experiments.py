@@ -994,7 +994,7 @@ def select(only: str | None = None) -> list[str]:
     if only is None:
         return sorted(reg)
     by_paper = {p.lower(): p for p in papers()}
-    if only.lower() not in by_paper:
+    if not isinstance(only, str) or only.lower() not in by_paper:
         raise ValueError(f"unknown paper {only!r}; valid: {', '.join(papers())}")
     return sorted(n for n, e in reg.items() if e.paper == by_paper[only.lower()])
 
@@ -1117,6 +1117,10 @@ def reproduce(*, quick: bool = False, only: str | None = None,
     from tqdm.auto import tqdm
 
     positive_int("jobs", jobs)
+    _check_run_arguments(quick=quick, seeds=None, out_dir=out_dir, force=force, seed=0,
+                         catch=True)
+    if not isinstance(progress, (bool, np.bool_)):
+        raise TypeError(f"progress={progress!r} is not allowed; it must be True or False")
     names_ = select(only)
     out = Path(out_dir) if out_dir is not None else default_out_dir(quick)
     results = []

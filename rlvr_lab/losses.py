@@ -13,8 +13,10 @@ Input checks (one-line ``ValueError``, see :mod:`rlvr_lab.utils`): options alway
 (``0 <= epsilon < 1``, ``epsilon_high >= 0``, ``clip_ratio_c > 1``, caps ``>= 1``, all finite,
 booleans rejected) unless traced; on concrete inputs the log-probs, advantages and token losses
 must be finite at valid tokens (masked tokens may hold anything, ``-inf`` padding included);
-batches must not be empty. Under ``jit`` the value checks are skipped (NaN propagates); wrap a
-function in :func:`rlvr_lab.utils.checked` to keep them.
+batches must not be empty. Shapes and dtypes are checked always (also under ``jit``): the
+per-token arrays of one call share a shape (``advantages`` and ``mask`` may broadcast to it)
+and hold real numbers (complex or text: TypeError). Under ``jit`` the value checks are skipped
+(NaN propagates); wrap a function in :func:`rlvr_lab.utils.checked` to keep them.
 """
 from __future__ import annotations
 
@@ -102,6 +104,7 @@ def aggregate(token_loss: ArrayLike, mask: ArrayLike | None,
     check_choice("loss_agg_mode", mode, AGG_MODES)
     check_choice("empty_rows", empty_rows, EMPTY_ROWS)
     check_number(loss_scale_factor, "loss_scale_factor", "> 0", lambda v: v > 0, optional=True)
+    check_real(token_loss, "token_loss")
     token_loss = jnp.asarray(token_loss)
     if token_loss.ndim != 2:
         raise ValueError(f"token_loss must have shape [B, T]; got shape {token_loss.shape}")
@@ -171,6 +174,9 @@ def is_clipped(log_prob: ArrayLike, old_log_prob: ArrayLike, advantages: ArrayLi
                epsilon: float = 0.2, epsilon_high: float | None = None) -> jax.Array:
     """Where PPO's clip is active (the clipped surrogate is the larger loss), as verl counts it."""
     _check_epsilon(epsilon, epsilon_high)
+    for name, x in (("log_prob", log_prob), ("old_log_prob", old_log_prob),
+                    ("advantages", advantages)):
+        check_real(x, name)
     eps_high = epsilon if epsilon_high is None else epsilon_high
     rho = ratio(log_prob, old_log_prob)
     adv = jnp.broadcast_to(advantages, rho.shape)

@@ -3,7 +3,9 @@
 Input checks (one-line ``ValueError`` on concrete inputs; skipped under ``jit`` unless wrapped
 in :func:`rlvr_lab.utils.checked`, see :mod:`rlvr_lab.utils`): counts are whole numbers
 (booleans rejected), probabilities lie in [0, 1], logits are not NaN or ``+inf`` (``-inf``
-masks a token) and every distribution keeps at least one finite logit. Degenerate valid inputs
+masks a token) and every distribution keeps at least one finite logit; shapes are checked
+(``n, c, k`` broadcast together, counts at most 2**31 - 1; ``axis`` exists; masks and
+``correct`` broadcast to the logits' rows). Degenerate valid inputs
 are exact: ``pass_at_k`` gives 0 for ``c = 0`` and 1 for ``n - c < k``; ``pass_at_k_exact``
 gives 0 at ``p = 0`` or ``k = 0`` and 1 at ``p = 1``; a one-hot distribution has entropy 0.
 """

@@ -248,7 +248,7 @@ def check_key(key: Any, what: str = "key") -> None:
 
 
 def _short(value, limit: int = 60) -> str:
-    text = repr(value)
+    text = " ".join(repr(value).split())     # one line (NumPy reprs wrap rows)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -71,6 +71,9 @@ def generate(name: str, rng: np.random.Generator, n: int,
     checks their range); anything else is a one-line ValueError.
     """
     module = task_module(name)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng={str(rng)[:60]!r} is not allowed; pass a numpy.random.Generator, "
+                        "e.g. np.random.default_rng(0)")
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n={n!r} is not allowed; it must be an integer >= 0")
     difficulties = tuple(np.atleast_1d(difficulties).tolist()) \
@@ -138,7 +141,12 @@ def score_completions(problems: Sequence[Problem], completion_ids: npt.ArrayLike
     arrays of shape ``completion_ids.shape[:-1]``."""
     if not isinstance(allow_truncated, (bool, np.bool_)):
         raise TypeError(f"allow_truncated={allow_truncated!r} is not allowed; it must be a bool")
+    if len(problems) == 0:
+        raise ValueError("problems is empty; score_completions needs at least one problem")
     ids = np.asarray(completion_ids)
+    if ids.ndim < 2 or ids.dtype.kind not in "iu":
+        raise ValueError(f"completion_ids of shape {ids.shape} and dtype {ids.dtype} is not "
+                         "allowed; it must be an integer array [..., M, N] of token ids")
     flat = ids.reshape(-1, ids.shape[-1])
     m = len(problems)
     if flat.shape[0] % m:

@@ -68,6 +68,11 @@ def save(path: str | Path, tree: Any, meta: dict | None = None) -> Path:
     """Write ``tree`` (any pytree of arrays / typed keys) and JSON-able ``meta`` to ``path``."""
     path = Path(path)
     arrays, layout = _describe(tree)
+    for i, a in enumerate(arrays):
+        if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool
+                or jax.numpy.issubdtype(a.dtype, jax.numpy.floating)):
+            raise TypeError(f"leaf {i} of dtype {a.dtype} is not allowed in a checkpoint; "
+                            "leaves are numeric arrays or PRNG keys")
     payload = serialization.msgpack_serialize({str(i): a for i, a in enumerate(arrays)})
     header = {"format": FORMAT, "meta": meta or {}, **layout, "payload_bytes": len(payload)}
     body = MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload

@@ -151,15 +151,19 @@ def positive_int(name: str, value: Any) -> None:
 
 
 MAX_ROLLOUTS = 2**24   # rollouts per step: index arithmetic stays far inside int32
+MAX_STEPS = 2**31 - 1  # step counters are int32 on the device
 
 
 def check_rollouts(config: Any) -> None:
     """One-line ValueError when ``num_prompts * num_generations`` exceeds
-    :data:`MAX_ROLLOUTS` (``num_generations=10**9`` would overflow inside JAX)."""
+    :data:`MAX_ROLLOUTS` (``num_generations=10**9`` would overflow inside JAX) or ``steps``
+    exceeds :data:`MAX_STEPS`."""
     b, g = config.num_prompts, config.num_generations
     if b * g > MAX_ROLLOUTS:
         raise ValueError(f"num_prompts*num_generations={b}*{g}={b * g} is not allowed; at most "
                          f"{MAX_ROLLOUTS} rollouts per step")
+    if config.steps > MAX_STEPS:
+        raise ValueError(f"steps={config.steps} is not allowed; at most {MAX_STEPS}")
 
 
 def non_negative_int(name: str, value: Any) -> None:

@@ -75,6 +75,9 @@ def test_configs_cap_rollouts_per_step(cls):
     with pytest.raises(ValueError) as e:
         cls(num_generations=10**9)
     _one_line(e, "num_generations", "1000000000", "at most")
+    with pytest.raises(ValueError) as e:
+        cls(steps=2**33)
+    _one_line(e, "steps=8589934592", "at most")
 
 
 @pytest.mark.parametrize("a, b", [(-3, 4), (3, -4), (2.5, 1), (True, 1), ("3", 4),
@@ -187,3 +190,33 @@ def test_train_seeds_key_and_config():
     _one_line(e, "config=", "BanditConfig")
     with pytest.raises(TypeError):
         sequence.run(sequence.SequenceRLConfig(), 0)
+
+
+def test_runner_tasks_and_checkpoint_arguments(tmp_path):
+    from rlvr_lab.envs import tasks
+    from rlvr_lab.train import checkpoint
+
+    with pytest.raises(ValueError) as e:
+        experiments.reproduce(only=123, out_dir=tmp_path, progress=False)
+    _one_line(e, "123")
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ValueError) as e:
+        experiments.reproduce(out_dir=f, progress=False)
+    _one_line(e, "out_dir=")
+    with pytest.raises(TypeError):
+        experiments.reproduce(progress="x", out_dir=tmp_path)
+    with pytest.raises(ValueError) as e:
+        tasks.score_completions([], np.zeros((1, 3), int))
+    _one_line(e, "empty")
+    p = arithmetic.make_problem(1, 2)
+    with pytest.raises(ValueError) as e:
+        tasks.score_completions([p], np.zeros(3))
+    _one_line(e, "completion_ids")
+    with pytest.raises(TypeError) as e:
+        tasks.generate("arithmetic", 0, 1, (1,))
+    _one_line(e, "rng=")
+    with pytest.raises(TypeError) as e:
+        checkpoint.save(tmp_path / "c.ckpt", {"a": "text"})
+    _one_line(e, "leaf 0")
+    assert not (tmp_path / "c.ckpt").exists()

@@ -155,3 +155,25 @@ def test_sft_cache_retrains_on_a_forged_checkpoint(cache):
     with pytest.warns(UserWarning, match="rejected.*retraining"):
         sft.load_or_train(config, verbose=False)
     assert checkpoint.read_meta(path)["config_hash"] == config.hash()
+
+
+def test_rl_checkpoint_with_forged_metadata_starts_fresh(base, tmp_path):
+    """The RL checkpoint's own metadata (steps done, history) is forged but consistent with
+    the checksum: the run warns and starts from the SFT base instead of crashing."""
+    from small_model import RL
+
+    from rlvr_lab.train import sequence
+
+    key = jax.random.key(7)
+    cfg = dataclasses.replace(RL, steps=2, eval_every=2)
+    trainer = sequence.Trainer(cfg, base_policy=base)
+    path = tmp_path / "rl.ckpt"
+    sequence.run(cfg, key, 1, trainer=trainer, checkpoint_path=path, stop_after=1)
+    header, payload = _parts(path)
+    for forged in ({"steps_done": "x"}, {"history": [1, 2]}, {"evals": None},
+                   {"steps_done": -3}):
+        _forge(path, {**header, "meta": {**header["meta"], **forged}}, payload)
+        with pytest.warns(UserWarning, match="not used"):
+            fresh = sequence.run(cfg, key, 1, trainer=trainer, checkpoint_path=path,
+                                 stop_after=1)
+        assert fresh.steps_done == 1, forged

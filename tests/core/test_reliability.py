@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from rlvr_lab import experiments
@@ -378,3 +379,21 @@ def test_env_folder_that_is_a_file_is_one_line_naming_the_variable(var, tmp_path
     calls = CLI_CALLS["n"]
     err = _usage_error(["run", "_rel_cli_tiny", "--quick"], capsys)
     assert var in err and CLI_CALLS["n"] == calls
+
+
+@pytest.mark.parametrize("bad", ["a\nb", "x\x00y", "tab\there"])
+def test_out_with_control_characters(bad, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = _usage_error(["run", "_rel_cli_tiny", "--quick", "--out", bad], capsys)
+    assert "--out" in err and "control character" in err and not list(tmp_path.iterdir())
+
+
+def test_error_messages_stay_on_one_line_for_array_values():
+    from rlvr_lab import advantages, metrics
+
+    with pytest.raises(TypeError) as e:
+        advantages.grpo(np.array([[object()] * 4] * 3))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError) as e:
+        metrics.pass_at_k(np.full((3, 4), 1 + 1j), 1, 1)
+    assert "\n" not in str(e.value)
