@@ -94,12 +94,17 @@ def runtimes(path: str | Path | None = None) -> dict[str, dict]:
 
 
 def record_runtime(notebook: str, seconds: float, path: str | Path | None = None,
-                   *, cores: int | None = None, date: str | None = None) -> dict:
-    """Store one measured quick-mode runtime (called by ``notebooks/execute.py``)."""
+                   *, cores: int | None = None, date: str | None = None,
+                   load: float | None = None) -> dict:
+    """Store one measured quick-mode runtime (called by ``notebooks/execute.py``). ``load``:
+    the machine's 1-minute load average when the run started; above half the cores, other
+    jobs shared the machine and the runtime is an upper bound (the text says so)."""
     path = Path(path) if path is not None else notebooks_dir() / RUNTIMES_FILE
     table = runtimes(path)
     table[notebook] = {"seconds": round(float(seconds), 1), "cores": cores or os.cpu_count(),
                        "date": date or _dt.date.today().isoformat(), "mode": "quick"}
+    if load is not None:
+        table[notebook]["load"] = round(float(load), 1)
     io.atomic_write_text(path, json.dumps(dict(sorted(table.items())), indent=1) + "\n")
     return table[notebook]
 
@@ -113,8 +118,12 @@ def runtime_text(entry: dict | None) -> str:
     """The text after ``**Runtime:**``: a measurement with its machine, or a placeholder."""
     if not entry:
         return TO_BE_MEASURED
+    shared = ""
+    if entry.get("shared") or entry.get("load", 0.0) > 0.5 * entry["cores"]:
+        load = f", load {entry['load']:g}" if "load" in entry else ""
+        shared = f" while other jobs shared the cores{load}: an upper bound"
     return (f"{_duration(entry['seconds'])} in quick mode on {entry['cores']} CPU cores "
-            f"(measured by `notebooks/execute.py`, {entry['date']}); full settings "
+            f"(measured by `notebooks/execute.py`, {entry['date']}{shared}); full settings "
             "(`RLVR_LAB_QUICK=0`) take longer")
 
 

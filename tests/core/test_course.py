@@ -137,3 +137,14 @@ def test_checks_accept_right_answers_and_explain_wrong_ones(capsys):
     waiting = course.check_rloo_factor(None)
     assert not waiting and "no answer yet" in waiting.message
     assert "[10.3, G=8] right" in capsys.readouterr().out
+
+
+def test_runtime_line_says_when_other_jobs_shared_the_machine():
+    from rlvr_lab import course
+    idle = {"seconds": 75.0, "cores": 2, "date": "2026-12-06", "load": 0.4}
+    assert "upper bound" not in course.runtime_text(idle)
+    busy = dict(idle, load=5.3)
+    assert "while other jobs shared the cores, load 5.3: an upper bound" in \
+        course.runtime_text(busy)
+    flagged = {"seconds": 75.0, "cores": 2, "date": "2026-12-06", "shared": True}
+    assert "shared the cores: an upper bound" in course.runtime_text(flagged)
