@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 # show an image for exactly these cells (and no image elsewhere), so the regex is the single
 # definition of a figure cell that both this script and the test use.
 FIGURE_CALL = re.compile(
-    r"(\bsubplots|\binteractive|\w*figure|\bplot\w*|\bImage|plt\.(?:hist|bar|scatter|imshow))\s*\(|\bdisplay\(\s*fig")
+    r"(\bsubplots|\binteractive|\w*figures?|\bplot\w*|\bImage|plt\.(?:hist|bar|scatter|imshow))\s*\(|\bdisplay\(\s*fig")
 _NOT_A_FIGURE = re.compile(r"\b(?:plt\.close|figures_dir|save_figure)\s*\(")
 
 

@@ -97,7 +97,7 @@ def record_runtime(notebook: str, seconds: float, path: str | Path | None = None
                    *, cores: int | None = None, date: str | None = None,
                    load: float | None = None) -> dict:
     """Store one measured quick-mode runtime (called by ``notebooks/execute.py``). ``load``:
-    the machine's 1-minute load average when the run started; above half the cores, other
+    the machine's 1-minute load average when the run started; above 1.5 x the cores, other
     jobs shared the machine and the runtime is an upper bound (the text says so)."""
     path = Path(path) if path is not None else notebooks_dir() / RUNTIMES_FILE
     table = runtimes(path)
@@ -119,7 +119,9 @@ def runtime_text(entry: dict | None) -> str:
     if not entry:
         return TO_BE_MEASURED
     shared = ""
-    if entry.get("shared") or entry.get("load", 0.0) > 0.5 * entry["cores"]:
+    # the executor's own previous notebook keeps the 1-minute load near the core count, so
+    # only a load well above it says that other jobs were running
+    if entry.get("shared") or entry.get("load", 0.0) > 1.5 * entry["cores"]:
         load = f", load {entry['load']:g}" if "load" in entry else ""
         shared = f" while other jobs shared the cores{load}: an upper bound"
     return (f"{_duration(entry['seconds'])} in quick mode on {entry['cores']} CPU cores "
