@@ -315,7 +315,9 @@ class Driver:
             keys = _seed_keys(jax.random.fold_in(key, c), paired)
             out = self._sample_eval(keys, policy, self.eval_prompts, self.eval_valid)
             tokens = np.asarray(out.tokens).reshape(num_arms * num_seeds, n, m, -1)
-            _, ok = tasks.score_completions(self.trainer.eval_problems, tokens)
+            _, ok = tasks.score_completions(
+                self.trainer.eval_problems, tokens,
+                allow_truncated=self.trainer.config.allow_truncated_completions)
             correct.append(ok.transpose(0, 2, 1))                          # [AS, M, n]
             length.append(np.asarray(out.mask).sum(-1).reshape(-1, n, m).transpose(0, 2, 1))
         shape = (num_arms, num_seeds, m, calls * n)

@@ -52,10 +52,12 @@ def partial_credit(problem: tasks.Problem, completion: str) -> tuple[float, bool
     return (LEVELS[1] if near_miss else LEVELS[0]), False
 
 
-def score(problems: Sequence[tasks.Problem], completion_ids: npt.ArrayLike
-          ) -> tuple[np.ndarray, np.ndarray]:
+def score(problems: Sequence[tasks.Problem], completion_ids: npt.ArrayLike, *,
+          allow_truncated: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rlvr_lab.envs.tasks.score_completions` with :func:`partial_credit`:
-    ``completion_ids [..., M, N]`` -> ``(rewards float32, correct bool)`` of shape ``[..., M]``."""
+    ``completion_ids [..., M, N]`` -> ``(rewards float32, correct bool)`` of shape ``[..., M]``.
+    A completion is read as the verifier reads it (``tokenizer.decode_completion``): one cut
+    off before its EOS gets 0 and is not correct unless ``allow_truncated``."""
     ids = np.asarray(completion_ids)
     flat = ids.reshape(-1, ids.shape[-1])
     m = len(problems)
@@ -64,7 +66,11 @@ def score(problems: Sequence[tasks.Problem], completion_ids: npt.ArrayLike
     rewards = np.zeros(flat.shape[0], np.float32)
     correct = np.zeros(flat.shape[0], bool)
     for i, row in enumerate(flat):
-        rewards[i], correct[i] = partial_credit(problems[i % m], tokenizer.decode(row))
+        text = tokenizer.decode_completion(row, allow_truncated=allow_truncated)
+        if text is None:
+            rewards[i], correct[i] = LEVELS[0], False
+        else:
+            rewards[i], correct[i] = partial_credit(problems[i % m], text)
     return rewards.reshape(ids.shape[:-1]), correct.reshape(ids.shape[:-1])
 
 
@@ -80,13 +86,15 @@ class PartialCreditTrainer(sequence.Trainer):
         correct = np.zeros((s, b, g), bool)
         for i in range(s):
             probs = [self.pool[j] for j in np.asarray(idx[i])]
-            r, c = score(probs, tokens[i].transpose(1, 0, 2))   # [G, B]
+            r, c = score(probs, tokens[i].transpose(1, 0, 2),   # [G, B]
+                         allow_truncated=cfg.allow_truncated_completions)
             rewards[i], correct[i] = r.T, c.T
         return rewards, correct
 
     def _verify_groups(self, pool_idx, tokens):
         probs = [self.pool[j] for j in np.asarray(pool_idx)]
-        r, c = score(probs, np.asarray(tokens).transpose(1, 0, 2))
+        r, c = score(probs, np.asarray(tokens).transpose(1, 0, 2),
+                     allow_truncated=self.config.allow_truncated_completions)
         return np.asarray(r, np.float32).T.copy(), np.asarray(c, bool).T.copy()
 
 
@@ -101,7 +109,8 @@ def reward_law(trainer: sequence.Trainer, key: jax.Array, num_prompts: int = 64,
     batch = sequence.rollout(key, trainer.base_policy, trainer.pool_prompts[:num_prompts],
                              trainer.pool_valid[:num_prompts], cfg)
     tokens = np.asarray(batch.tokens).reshape(num_prompts, samples, -1)
-    r, _ = score(trainer.pool[:num_prompts], tokens.transpose(1, 0, 2))   # [samples, P]
+    r, _ = score(trainer.pool[:num_prompts], tokens.transpose(1, 0, 2),   # [samples, P]
+                 allow_truncated=trainer.config.allow_truncated_completions)
     levels = jnp.asarray(LEVELS)
     return np.asarray((r.T[:, :, None] == np.asarray(levels)[None, None, :]).mean(1))
 

@@ -225,8 +225,9 @@ class Driver:
     def _score(self, problems, tokens):
         start = time.perf_counter()
         probs = [self.trainer.pool[int(j)] for j in problems]
-        rewards, correct = tasks.score_completions(probs, np.asarray(tokens)[None],
-                                                   self.config.rl.reward_scheme)
+        rewards, correct = tasks.score_completions(
+            probs, np.asarray(tokens)[None], self.config.rl.reward_scheme,
+            allow_truncated=self.config.rl.allow_truncated_completions)
         self.verify_seconds += time.perf_counter() - start
         return rewards[0], correct[0]
 

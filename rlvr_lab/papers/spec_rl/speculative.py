@@ -530,8 +530,9 @@ class SpecDriver:
         keys = streams.each(tr.step_keys(key, cfg.steps, num_seeds), "train-prompt-evaluation")
         tokens = np.asarray(tr._eval(keys, state.policy, *self._train_eval))
         k, reps = len(self.problems), self._train_reps
+        allow = tr.config.allow_truncated_completions
         return np.array([tasks.score_completions(self.problems, row[:reps * k].reshape(
-            reps, k, -1))[1].mean() for row in tokens])
+            reps, k, -1), allow_truncated=allow)[1].mean() for row in tokens])
 
 
 def run(config: SpecRLConfig, key: jax.Array, num_seeds: int = 1, *,
