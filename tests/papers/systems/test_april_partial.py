@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from small_model import RL, TINY
 
+from rlvr_lab import random_streams
 from rlvr_lab.models import transformer as T
 from rlvr_lab.models.transformer import PAD_ID
 from rlvr_lab.papers.systems import partial
@@ -190,9 +191,11 @@ def test_one_times_provisioning_is_synchronous_grpo(trainer):
     rounds = driver.rollout(keys, policy, [[], []], 0)
     for s, r in enumerate(rounds):
         key = keys[s]
-        idx = jax.random.choice(jax.random.fold_in(key, 0), trainer.pool_prompts.shape[0],
-                                (RL.num_prompts,), replace=False)
-        ref = sequence.rollout(jax.random.fold_in(key, 1), trainer.base_policy,
+        idx = jax.random.choice(random_streams.stream(key, random_streams.PROMPTS),
+                                trainer.pool_prompts.shape[0], (RL.num_prompts,),
+                                replace=False)
+        ref = sequence.rollout(random_streams.stream(key, random_streams.SAMPLES),
+                               trainer.base_policy,
                                trainer.pool_prompts[idx], trainer.pool_valid[idx], RL)
         assert [gr.problem for gr in r.running] == np.asarray(idx).tolist()
         assert r.batch.tolist() == list(range(RL.num_prompts)) and r.buffer == []
