@@ -238,7 +238,8 @@ def test_partial_credit_trainer_verify_row_order():
     texts = {(0, 0): "231>132", (0, 1): "22>22", (1, 0): "64>46", (1, 1): "C"}
     ids, _ = tokenizer.encode_completions([texts[(b, g)] for b in range(2) for g in range(2)], 8)
     tr = object.__new__(small.PartialCreditTrainer)
-    tr.config = SimpleNamespace(num_prompts=2, num_generations=2)
+    tr.config = SimpleNamespace(num_prompts=2, num_generations=2,
+                                allow_truncated_completions=False)
     tr.pool = pool
     rewards, correct = tr.verify(np.array([[0, 1]]), ids[None])
     np.testing.assert_array_equal(rewards, [[[2.0, 1.5], [2.0, 0.0]]])
