@@ -242,9 +242,11 @@ def fp8(ctx):
         labels = bases.labels(base_ids, per_base)
         out = {c: claims.nested(np.concatenate([n[name] for n in numbers]), labels)
                for c, (name, _) in TRAINING.items() if c in open_ids}
-        new_tables = pd.concat([t for t in tables if t.base.iloc[0] in base_ids])
-        out.update({c: claims.nested(*placement_trends(new_tables, kind, fmt))
-                    for c, (kind, fmt) in BLOCKS.items() if c in open_ids})
+        open_blocks = [c for c in BLOCKS if c in open_ids]
+        if open_blocks:   # this look's bases only (no table is built once they are decided)
+            new_tables = pd.concat([t for t in tables if t.base.iloc[0] in base_ids])
+            out.update({c: claims.nested(*placement_trends(new_tables, *BLOCKS[c]))
+                        for c in open_blocks})
         return out
 
     decided, _ = ctx.sequential(measure)
