@@ -130,6 +130,17 @@ class Claim:
                    verdict=decision.verdict, reason=decision.reason, setting=s.setting,
                    paper_ref=s.paper_ref, **fields)
 
+    @classmethod
+    def not_run(cls, spec: claims_engine.Declared, reason: str) -> Claim:
+        """The row of a declared claim this run did not decide: its declaration, no numbers,
+        verdict ``not evaluated``."""
+        return cls(id=spec.id, paper=spec.paper, statement=spec.statement,
+                   paper_value=spec.paper_value, measured=math.nan, criterion=spec.criterion,
+                   verdict="not evaluated", reason=reason, setting=spec.setting,
+                   paper_ref=spec.paper_ref, rule=spec.rule, threshold=spec.threshold,
+                   fail_threshold=spec.fail_threshold, direction=spec.direction,
+                   level=spec.level, unit=spec.unit, estimand=spec.estimand)
+
     @property
     def passed(self) -> bool | None:
         """True for ``pass``, False for ``fail``, None otherwise (inconclusive, not evaluated)."""
@@ -222,26 +233,43 @@ class Context:
         return random_streams.stream(jax.random.key(self.seed), name)
 
     def _specs(self) -> list[claims_engine.Declared]:
+        """The declared claims this run decides (a quick run leaves out ``full_only`` ones)."""
         if not self.declared:
             raise RuntimeError(f"experiment {self.name!r} declares no claims as "
                                "rlvr_lab.claims.Declared objects")
-        return list(self.declared)
+        return [s for s in self.declared if not (self.quick and s.full_only)]
+
+    def skipped(self) -> frozenset[str]:
+        """Ids of the claims this run does not decide (``full_only`` claims in a quick run):
+        their arms need not run."""
+        return frozenset(s.id for s in self.declared if self.quick and s.full_only)
+
+    def _in_declared_order(self, decided: list[Claim]) -> list[Claim]:
+        """``decided`` with a ``not evaluated`` row for each skipped claim, in declared order."""
+        rows = {c.id: c for c in decided}
+        rows |= {s.id: Claim.not_run(s, f"quick mode skips it ({s.full_only}); the full "
+                                        "reproduction decides it")
+                 for s in self.declared if s.id in self.skipped()}
+        return [rows[s.id] for s in self.declared]
 
     def decide(self, samples, *, seeds_per_base: int = 1) -> list[Claim]:
         """Decide every declared claim of this experiment from ``{claim id: sample}`` (one
-        look; see :func:`rlvr_lab.claims.decide_all`)."""
-        return [Claim.from_decision(d) for d in claims_engine.decide_all(
-            self._specs(), samples, seeds_per_base=seeds_per_base)]
+        look; see :func:`rlvr_lab.claims.decide_all`); samples of skipped claims are ignored."""
+        samples = {k: v for k, v in samples.items() if k not in self.skipped()}
+        return self._in_declared_order([Claim.from_decision(d) for d in claims_engine.decide_all(
+            self._specs(), samples, seeds_per_base=seeds_per_base)])
 
     def sequential(self, measure) -> tuple[list[Claim], claims_engine.SequentialResult]:
         """Decide every declared claim with seeds nested in SFT bases, adding batches of bases
         while a claim is undecided (:func:`rlvr_lab.claims.decide_sequentially` with this
-        run's :attr:`plan`). ``measure(bases, open_ids) -> {claim id: sample}``."""
+        run's :attr:`plan`). ``measure(bases, open_ids) -> {claim id: sample}``; skipped
+        claims are never among ``open_ids``."""
         if self.plan is None:
             raise RuntimeError(f"experiment {self.name!r} has no SeedPlan; pass plan= and "
                                "quick_plan= to @experiment")
         result = claims_engine.decide_sequentially(self._specs(), measure, self.plan)
-        return [Claim.from_decision(d) for d in result.decisions], result
+        return self._in_declared_order([Claim.from_decision(d) for d in result.decisions]), \
+            result
 
     def progress(self, iterable: Iterable, desc: str,
                  total: int | None = None) -> Iterable[Any]:

@@ -24,7 +24,7 @@ Experiments (the computation lives in :mod:`rlvr_lab.papers.mc_grpo`: ``study`` 
   compute-matched baseline (G+1, mean/std over all, smallest-|reward| rollout dropped:
   ``grpo_drop_min_abs``); quick: G=2 and GRPO G=8 (B=16, 14 steps); full: G in {2, 4, 8}
   plus MC-GRPO std/mad without the rescale at G=2 (B=32, 60 steps). Seeds are nested in SFT
-  bases (quick: 2 bases x 2 seeds; full: :data:`SMALL_PLAN`).
+  bases (quick: ``tiny_grpo.QUICK_PLAN``, 3 bases x 1 seed; full: :data:`SMALL_PLAN`).
 * ``mc_grpo_bank_authors`` (bank) — the same arms, options and claims (``bank_*``) on the
   prompt bank, so the two settings sit side by side.
 
@@ -55,7 +55,7 @@ difference of two arms trained with the same seed key, from the same SFT base):
 * ``mc_grpo_across_losses`` (small model, superiority > 0, fail 0): MC-GRPO minus the authors'
   mean baseline (``--mc=False``: G+1, drop min|r|) at G=2 under the GRPO, DAPO (clip-higher,
   token mean) and GSPO (sequence-level ratio) losses (:data:`study.LOSSES`, six extra arms, only
-  final pass@1 evaluated); per seed the mean of the three paired gains (the gain averaged over
+  final pass@1 evaluated; full runs only); per seed the mean of the three paired gains (the gain averaged over
   the losses: both its pass and its fail are sound, unlike a per-seed minimum, whose fail side
   is biased low), and ``mc_grpo_across_losses_{grpo,dapo,gspo}`` decide each loss's gain on
   its own (superiority > 0, fail 0): "consistent across losses" is the four together.
@@ -318,6 +318,11 @@ LOSS_REF = (f"{REF} abstract ('across various GRPO-family methods ... consistent
             "~l.2557-2570)")
 
 
+# the six loss arms took mc_grpo_small's quick time from 64 to 101 s warm (178 s cold, six
+# more compiles): quick runs skip the across-losses claims (claims.Declared.full_only)
+LOSSES_FULL_ONLY = "its six loss arms would make mc_grpo_small's quick run ~1.6x longer"
+
+
 def across_losses_claims() -> tuple[claims.Declared, ...]:
     """``mc_grpo_across_losses`` (the gain averaged over the three losses, per seed) and
     one claim per loss (``_grpo``, ``_dapo``, ``_gspo``): threshold 0 (the paper's per-loss
@@ -336,7 +341,7 @@ def across_losses_claims() -> tuple[claims.Declared, ...]:
         note="the average over losses (a per-seed minimum would bias the fail side low: "
              "E[min] <= the smallest mean gain); whether each loss helps is decided by "
              "_grpo/_dapo/_gspo. GSPO goes beyond the paper's losses (its authors' trainer "
-             "has the switch)")]
+             "has the switch)", full_only=LOSSES_FULL_ONLY)]
     for loss, text in LOSS_TEXT.items():
         gspo = loss == "GSPO"
         out.append(claims.Declared(
@@ -348,7 +353,8 @@ def across_losses_claims() -> tuple[claims.Declared, ...]:
             paper_ref=(f"{LOSS_REF}; importance_sampling_level 'sequence' ~l.2496-2502 "
                        "(inferred)") if gspo else LOSS_REF,
             estimand=f"{PAIR}, {loss} loss, {final}", unit="held-out pass@1",
-            rule="superiority", direction=">", threshold=0.0, fail_threshold=0.0))
+            rule="superiority", direction=">", threshold=0.0, fail_threshold=0.0,
+            full_only=LOSSES_FULL_ONLY))
     return tuple(out)
 
 
@@ -402,7 +408,8 @@ def small_experiment(ctx):
     """MC-GRPO vs GRPO vs the authors' compute-matched baseline on the tiny transformer, G-sweep
     with a three-level partial-credit reward."""
     base = small_base(ctx.quick)
-    loss_arms = study.loss_configs(base)   # the across-losses arms (G=2, three losses)
+    # the across-losses arms (G=2, three losses); quick runs skip their claims
+    loss_arms = {} if study.ACROSS in ctx.skipped() else study.loss_configs(base)
     configs = small_configs(base, small_arms(ctx.quick)) | loss_arms
     spb = ctx.plan.seeds_per_base
     runs: dict = {name: [] for name in configs}
@@ -443,8 +450,9 @@ def small_experiment(ctx):
                    "mc_grpo_small_closure")
     ctx.save_figure(plot_small({k: r for k, r in merged.items() if k not in loss_arms}, flips,
                                paper_flips), "mc_grpo_small")
-    ctx.save_figure(plot_losses({k: heldout_pass1(r)[-1] for k, r in merged.items()}),
-                    "mc_grpo_small_losses")
+    if loss_arms:
+        ctx.save_figure(plot_losses({k: heldout_pass1(r)[-1] for k, r in merged.items()}),
+                        "mc_grpo_small_losses")
     plt.close("all")
     return decided
 
