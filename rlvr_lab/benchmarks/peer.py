@@ -24,14 +24,14 @@ both sides alike (TRL, rlvr_lab, TRL, rlvr_lab, ...). A TRL step's time is the l
 from the end of the previous rlvr_lab step to the end of TRL's optimizer step (data loading,
 generation, rewards, loss, backward, AdamW, the trainer's own work); an rlvr_lab step's is
 ``train_step`` until its results are ready. The first ``warmup`` steps of each side (rlvr_lab
-compiles in its first; TRL's first allocates) are run and not counted.
+compiles in its first) are run and not counted.
 
 Where time goes that the model FLOPs do not count (both sides do about the same model FLOPs
 per step): rlvr_lab's rollout (decode) and update are timed on their own after the
-alternation (median of a few calls, as the ``rl_step_mfu`` line does), the rest of its step is
-host work (verification, keys, dispatch); TRL's generation (``_generate_single_turn``) and
-reward call (``_calculate_rewards``) are timed inside its steps, the rest is its update and
-loop.
+alternation (medians of a few calls; the ``rl_step_mfu`` line prints the same split), the
+rest of its step is host work (verification, keys, dispatch); TRL's generation
+(``_generate_single_turn``) and reward call (``_calculate_rewards``) are timed inside its
+steps, the rest is its scoring pass, update and loop.
 
 The ratio is TRL's median step time over rlvr_lab's: above 1, rlvr_lab's step is that many
 times faster on this machine. The two libraries share the cores, so run it on idle ones.
