@@ -106,11 +106,23 @@ def run(name: str, quick: bool = False) -> Measure:
     return _MEASURES.get(name)(quick)
 
 
-def best_time(fn: Callable[[], object], repeats: int = 3) -> float:
-    """Best wall time of ``fn()`` over ``repeats`` calls (call once before to compile)."""
-    best = float("inf")
+def wall_times(fn: Callable[[], object], repeats: int = 3) -> list[float]:
+    """Wall times of ``repeats`` calls of ``fn()`` (call once before to compile)."""
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def best_time(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Best wall time of ``fn()`` over ``repeats`` calls (call once before to compile)."""
+    return min(wall_times(fn, repeats))
+
+
+def median_time(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` calls (call once before to compile)."""
+    import statistics
+
+    return statistics.median(wall_times(fn, repeats))
