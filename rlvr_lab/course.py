@@ -404,9 +404,9 @@ def check_all_equal_fraction(answer: float | None, p: float = 0.9, group_size: i
 def check_binary_flips(answer: float | None, group_sizes: Iterable[int] = (2, 4, 8)) -> Verdict:
     """02, exercise 1: the largest flip probability of the mean and median baselines over
     ``group_sizes`` for binary rewards."""
-    from rlvr_lab.papers.mc_grpo import sign_flip as sf
+    from rlvr_lab.papers.mc_grpo import sign_flip
 
-    expected = max(float(sf.flip_statistics((0.0, 1.0), (0.6, 0.4), g, baseline=b).flip)
+    expected = max(float(sign_flip.flip_statistics((0.0, 1.0), (0.6, 0.4), g, baseline=b).flip)
                    for g in group_sizes for b in ("mean", "median"))
     return check_value("02.1", answer, expected, what="largest flip probability",
                        hint="any baseline computed from 0/1 rewards lies in [0, 1]: what sign "

@@ -34,7 +34,6 @@ import inspect
 import json
 import math
 import os
-import pkgutil
 import sys
 import threading
 import time
@@ -47,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from rlvr_lab import claims as claims_engine
+from rlvr_lab import discovery
 from rlvr_lab import io as _io
 from rlvr_lab import plotting
 from rlvr_lab._registry import Registry, positive_int
@@ -416,35 +416,16 @@ SIMULATIONS_DIR = Path(__file__).resolve().parents[1] / "simulations"
 
 
 def _simulations_package():
-    """The ``simulations`` package next to ``rlvr_lab``, imported by its path.
+    """The ``simulations`` package next to ``rlvr_lab``, imported by its path
+    (:func:`rlvr_lab.discovery.load` with ``path``).
 
     ``simulations`` is a common name: a plain ``import`` would pick up any folder of that name
     in the working directory first. Importing by path under the same name keeps the modules'
-    own ``from simulations import ...`` working. Raises ImportError (with the reason) when the
-    folder is missing or a different ``simulations`` is already imported.
+    own ``from simulations import ...`` working. Raises ImportError (one line, with the reason)
+    when the folder is missing or a different ``simulations`` is already imported.
     """
-    init = SIMULATIONS_DIR / "__init__.py"
-    loaded = sys.modules.get("simulations")
-    if loaded is not None:
-        paths = [Path(p).resolve() for p in getattr(loaded, "__path__", [])]
-        if SIMULATIONS_DIR in paths:
-            return loaded
-        raise ImportError(f"a different package named 'simulations' is already imported "
-                          f"(from {', '.join(map(str, paths)) or loaded!r}); the experiments "
-                          f"live in {SIMULATIONS_DIR}")
-    if not init.is_file():
-        raise ImportError(f"no experiment modules: {init} does not exist (rlvr_lab installed "
-                          "without its simulations/ folder)")
-    spec = importlib.util.spec_from_file_location(
-        "simulations", init, submodule_search_locations=[str(SIMULATIONS_DIR)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["simulations"] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules["simulations"]
-        raise
-    return module
+    discovery.load("simulations", (), path=SIMULATIONS_DIR)
+    return sys.modules["simulations"]
 
 
 def load_all() -> None:
@@ -459,18 +440,7 @@ def load_all() -> None:
     if _LOADED:
         return
     _LOADED = True
-    try:
-        package = _simulations_package()
-    except Exception as err:  # noqa: BLE001 - reported, not swallowed
-        LOAD_ERRORS["__init__"] = f"{type(err).__name__}: {err}"
-        return
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        try:
-            importlib.import_module(f"simulations.{info.name}")
-        except Exception as err:  # noqa: BLE001 - reported, not swallowed
-            LOAD_ERRORS[info.name] = f"{type(err).__name__}: {err}"
+    discovery.load("simulations", path=SIMULATIONS_DIR, errors=LOAD_ERRORS)
 
 
 def registry() -> dict[str, Experiment]:

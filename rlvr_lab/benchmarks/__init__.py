@@ -7,11 +7,11 @@ A measure is ``fn(quick: bool) -> Measure`` registered with :func:`benchmark` (c
 """
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from rlvr_lab import discovery
 from rlvr_lab._registry import Registry
 
 if TYPE_CHECKING:
@@ -92,8 +92,8 @@ def benchmark(name: str, *, overwrite: bool = False
 
 
 def load_all() -> None:
-    for name in MODULES:
-        importlib.import_module(f"{__name__}.{name}")
+    """Import the modules in ``MODULES`` (:func:`rlvr_lab.discovery.load`)."""
+    discovery.load(__name__, MODULES)
 
 
 def names() -> list[str]:
