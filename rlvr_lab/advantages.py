@@ -485,9 +485,11 @@ def optimal_token_baseline(rewards: ArrayLike, mask: ArrayLike | None = None, *,
                            token_mask: ArrayLike | None = None,
                            eps: float = 0.0) -> jax.Array:
     """The optimal token baseline (OTB; verl ``algorithm.adv_estimator=optimal_token_baseline``,
-    ``verl/trainer/ppo/core_algos.py`` ``compute_optimal_token_baseline_advantage``, and verl's
-    ``docs/algo/otb.md``; the variance-minimising baseline of a score-function gradient, weighted
-    by the squared score norm, as OPO arXiv:2505.23585 derives it per sequence).
+    ``verl/trainer/ppo/core_algos.py`` ``compute_optimal_token_baseline_advantage``, verl's
+    ``docs/algo/otb.md`` and the blog it cites, richardli.xyz/optimal-token-baseline; no arXiv
+    paper found. It is the variance-minimising constant baseline of a score-function gradient,
+    ``E[||s||^2 R] / E[||s||^2]``, which OPO, arXiv:2505.23585, derives per sequence with the
+    length as the proxy of ``||s||^2``; OTB takes it per token with the logit-gradient proxy).
 
     With an outcome reward and ``gamma = 1`` every token's return is the rollout's reward
     ``r``, and the baseline of token ``t`` is the group's energy-weighted mean reward
