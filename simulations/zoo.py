@@ -317,12 +317,18 @@ def plot_small(res: small.Result, table: pd.DataFrame):
     groups = res.groups
     fig, axes = plotting.subplots(1, len(groups) + 1, figsize=(18, 4.2))
     colors = colormaps["tab10"].colors
-    steps = np.arange(1, res.history["pass1"].shape[0] + 1)
+    window = 3                                      # a 3-step mean: 32 rollouts are noisy
+    curves = res.history["pass1"]                                       # [T, A, G, S]
+    smooth = np.stack([np.convolve(c, np.ones(window) / window, "valid")
+                       for c in curves.reshape(curves.shape[0], -1).T]).T.reshape(
+        (curves.shape[0] - window + 1,) + curves.shape[1:])
+    steps = np.arange(window, curves.shape[0] + 1)
     for ax, (g, group) in zip(axes, enumerate(groups)):
         for a, arm in enumerate(res.arms):
-            plotting.band(ax, steps, res.history["pass1"][:, a, g].T, label=arm.label,
+            plotting.band(ax, steps, smooth[:, a, g].T, label=arm.label,
                           color=colors[a % 10], bounds=(0, 1))
-        ax.set(xlabel=f"step ({SMALL_ROLLOUTS} rollouts each)", ylabel="training pass@1",
+        ax.set(xlabel=f"step ({SMALL_ROLLOUTS} rollouts each)",
+               ylabel=f"training pass@1 ({window}-step mean)",
                title=f"G = {group}, {SMALL_ROLLOUTS // group} prompts per step")
     axes[0].legend(fontsize=7)
     ax = axes[-1]
