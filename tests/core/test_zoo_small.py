@@ -65,7 +65,7 @@ def test_token_advantages_switch_matches_the_estimators():
 @pytest.fixture(scope="module")
 def tiny_result(base, cache):
     rl = dataclasses.replace(RL, num_minibatches=2)
-    cfg = small.ZooConfig(rl, rollouts=8, steps=2, eval_samples=1, groups=(2, 4))
+    cfg = small.ZooConfig(rl, rollouts=8, steps=2, eval_samples=1, groups=(2, 4), pool=32)
     driver = small.Driver(cfg, trainer=sequence.Trainer(rl, base_policy=base))
     arms = (small.ARMS[0], small.ARMS[-1], small.ARMS[0])   # GRPO twice: pairing check
     return driver.run(jax.random.key(0), arms, 2), cfg, driver

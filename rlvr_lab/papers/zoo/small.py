@@ -123,13 +123,16 @@ class State(NamedTuple):
 class ZooConfig:
     """``rl``: the recipe (its ``base``, learning rate, warm-up, minibatches, ``epsilon``,
     ``temperature``, ``eval_problems``); ``rollouts`` per step for every G; ``eval_samples``
-    held-out samples per problem at the start and at the end."""
+    held-out samples per problem at the start and at the end; ``pool``: prompts are drawn from
+    the first ``pool`` training prompts (every base has more; one fixed shape, so every base
+    runs the same compiled sampler)."""
 
     rl: sequence.SequenceRLConfig
     rollouts: int = 32
     steps: int = 20
     eval_samples: int = 2
     groups: tuple[int, ...] = GROUPS
+    pool: int = 2048
 
     def __post_init__(self):
         for g in self.groups:
@@ -295,7 +298,11 @@ class Driver:
         base_policy = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_seeds,) + jnp.shape(x)),
                                    self.trainer.base_policy)
         base = self.heldout_pass1(k_eval, base_policy, np.arange(num_seeds))
-        pool_p, pool_v = self.trainer.pool_prompts, self.trainer.pool_valid
+        if self.trainer.pool_prompts.shape[0] < cfg.pool:
+            raise ValueError(f"pool={cfg.pool} exceeds the base's "
+                             f"{self.trainer.pool_prompts.shape[0]} training prompts")
+        pool_p = self.trainer.pool_prompts[:cfg.pool]
+        pool_v = self.trainer.pool_valid[:cfg.pool]
         history: dict[str, list] = {}
         for t in (range(cfg.steps) if progress is None else progress(range(cfg.steps))):
             step_key = jax.random.fold_in(k_train, t)
