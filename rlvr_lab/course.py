@@ -8,8 +8,13 @@ course table of ``notebooks/README.md`` (:func:`course_block`). A notebook not m
 says "to be measured".
 
 Links to open a notebook in Colab or nbviewer are built from the repository URL declared in
-``pyproject.toml`` (``[project.urls] Repository``) or ``CITATION.cff`` (``repository-code``);
-without one the table says so instead of guessing an address.
+``pyproject.toml`` (``[project.urls] Repository``) or ``CITATION.cff`` (``repository-code``)
+and written into the course table and each notebook's header cell (:func:`sync_links`);
+without one nothing is written and the table says how links appear, instead of guessing an
+address.
+
+What counts as a *figure cell* (a cell that must show an image) is defined here once
+(:func:`makes_figure`, :func:`figure_report`), for ``notebooks/execute.py`` and the tests.
 
 Every ``check_*`` helper computes the right answer with the library (nothing is typed in),
 compares it with the student's, prints one line, "right" or "not yet" with why and a hint,
