@@ -16,7 +16,7 @@
 # %% [markdown]
 # # MC-GRPO: when does a median baseline help?
 #
-# **Runtime:** 6 min 53 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06 while other jobs shared the cores: an upper bound); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 24 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).
@@ -417,8 +417,9 @@ base_ids = list(range(plan.bases))
 if QUICK:   # the committed full run's tables
     heldout = experiments.committed_table("mc_grpo_small_heldout")
     committed_flips = experiments.committed_table("mc_grpo_small_flips")
+    steps = sorted(map(int, heldout.step.unique()))
     print(f"committed full run: {heldout.groupby(['method', 'G']).ngroups} arms x "
-          f"{heldout.seed.nunique()} seeds, evaluated at steps {sorted(heldout.step.unique())}")
+          f"{heldout.seed.nunique()} seeds, evaluated at steps {steps}")
 else:
     runs_by_base, laws_by_base = study.run_small_bases(
         small_cfgs, jax.random.key(0), base_ids, plan.seeds_per_base,

@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Rollout efficiency on the small model: SPEC-RL and FP8 rollouts
 #
-# **Runtime:** 4 min 09 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06 while other jobs shared the cores: an upper bound); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 39 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).
@@ -46,6 +46,7 @@
 from rlvr_lab.io import quick_mode
 QUICK = quick_mode(default=True)
 
+import dataclasses
 import math
 
 import jax
@@ -128,11 +129,13 @@ plotting.interactive(spec_rl_acceptance, log_lenience=(-1.0, 3.0, 0.1),
 # GRPO over a fixed prompt set for several epochs (each revisit finds last epoch's
 # responses in the cache), the paper's lenience sweep plus its random-cut ablation, all from the
 # same base, prompts and keys. In quick mode only three arms run (vanilla, ℓ = 1 and the
-# paper's ℓ = e^0.5); the full sweep, with ℓ → ∞ and the random cut, is the committed
-# full-run figure shown after this run's.
+# paper's ℓ = e^0.5) on 64 prompts (3 epochs of 2 steps); the full sweep, with ℓ → ∞ and the
+# random cut, is the committed full-run figure shown after this run's.
 
 # %%
 cfg = S.config(QUICK)
+if QUICK:
+    cfg = dataclasses.replace(cfg, num_train_prompts=64)
 sweep = (spec_rl.VANILLA, 1.0, math.exp(0.5)) if QUICK else spec_rl.SWEEP
 df = spec_rl.run_sweep(cfg, jax.random.key(0), sweep, num_seeds=SEEDS)
 summary = spec_rl.summarize(df)
@@ -240,13 +243,15 @@ fig = F.mismatch_figure(table)
 # As in the experiment, every treatment runs from several SFT bases, with the same key for
 # every treatment of a base (paired seeds); the compiled rollouts are shared across bases.
 # The float32 arm's gain over the SFT base is the positive control: without it no comparison
-# below means anything. **Quick mode trains one base** (1 seed, 10 steps: a picture of the
+# below means anything. **Quick mode trains one base** (1 seed, 6 steps: a picture of the
 # pipeline, not a test) and shows the committed full run's figure and training verdicts; the
 # full settings train the first look of `F.FULL_PLAN` here.
 
 # %%
 plan = F.QUICK_PLAN if QUICK else F.FULL_PLAN
 fp8_config = F.rl_config(QUICK)
+if QUICK:
+    fp8_config = dataclasses.replace(fp8_config, steps=6, eval_every=6)
 base_ids = [0] if QUICK else list(range(plan.bases))
 built, frames, numbers = {}, [], []    # built: compiled pieces shared by every base
 for b in base_ids:
