@@ -1245,6 +1245,35 @@ def show_committed_figure(name: str, width: int = 720) -> Path | None:
     return path
 
 
+def committed_claims(names: str | Iterable[str], claim_ids: Iterable[str] | None = None,
+                     path: str | Path | None = None) -> pd.DataFrame:
+    """The committed full run's ``claims.csv`` rows of experiment(s) ``names`` (optionally
+    only ``claim_ids``): what a quick notebook shows for a study it does not run at full size.
+    ``path`` defaults to ``<figures>/claims.csv``. An empty frame (with a line saying so) when
+    there is no such file or row."""
+    path = Path(path) if path is not None else plotting.figures_dir() / "claims.csv"
+    names = [names] if isinstance(names, str) else list(names)
+    if not path.is_file():
+        print(f"no committed full-run claims at {path}")
+        return pd.DataFrame()
+    df = pd.read_csv(path)
+    df = df[df.experiment.isin(names)]
+    if claim_ids is not None:
+        df = df[df.claim.isin(list(claim_ids))]
+    if df.empty:
+        print(f"no committed full-run claims of {', '.join(names)} in {path}")
+    df = df.reset_index(drop=True)
+    df.attrs["source"] = str(path)
+    return df
+
+
+def committed_table(name: str, path: str | Path | None = None) -> pd.DataFrame:
+    """A table the committed full run saved, ``<figures>/data/<name>.csv.gz`` (``path``
+    overrides the folder)."""
+    folder = Path(path) if path is not None else plotting.figures_dir() / "data"
+    return pd.read_csv(folder / f"{name}.csv.gz")
+
+
 def _show_png(path: Path, width: int) -> bool:
     from IPython.display import Image, display
 
