@@ -16,7 +16,7 @@
 # %% [markdown]
 # # MC-GRPO: when does a median baseline help?
 #
-# **Runtime:** 6 min 53 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06 while other jobs shared the cores: an upper bound); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 24 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).
@@ -396,11 +396,16 @@ fig = M.plot_pitfall(first, curves)
 # that share it are not independent replications. Like the experiment `mc_grpo_small`, the run
 # below trains every arm from several bases (`rlvr_lab.train.bases`; base `b` is the preset
 # with `seed + b`, with its own data and held-out set), with the same RL key in every arm of a
-# base (paired seeds): the first look of the experiment's plan (quick: 3 bases x 1 seed, the
-# arms GRPO, MC-GRPO and the drop-min baseline at G = 2 and GRPO at G = 8; 10 steps here, 14 in
-# the experiment). `study.run_small_bases` also measures each base's own per-prompt reward laws
-# (the level frequencies of 32 samples per training prompt). A base not cached yet is trained
-# first.
+# base (paired seeds): the first look of the experiment's plan. `study.run_small_bases` also
+# measures each base's own per-prompt reward laws (the level frequencies of 32 samples per
+# training prompt). A base not cached yet is trained first.
+#
+# **In quick mode this section reads the committed full run** (`rlvr-lab run mc_grpo_small`:
+# G in {2, 4, 8}, seeds nested in SFT bases, about 14 CPU-minutes) instead of training: its
+# tables (`experiments.committed_table`, `figures/data/mc_grpo_small_*.csv.gz`), its figure
+# and its claim rows (`figures/claims.csv`). A quick run of a few steps on three bases decided
+# nothing (every verdict inconclusive) and took most of the notebook's time. With
+# `RLVR_LAB_QUICK=0` the cells below train the arms here and compute the same tables.
 
 # %%
 from rlvr_lab.papers.mc_grpo import small
@@ -408,37 +413,49 @@ from rlvr_lab.train import bases
 
 plan = M.tiny_grpo.QUICK_PLAN if QUICK else M.SMALL_PLAN
 small_cfgs = M.small_configs(M.small_base(QUICK), M.small_arms(QUICK))
-if QUICK:
-    small_cfgs = {k: c.replace(steps=10, eval_every=10, eval_problems=64)
-                  for k, c in small_cfgs.items()}
 base_ids = list(range(plan.bases))
-runs_by_base, laws_by_base = study.run_small_bases(
-    small_cfgs, jax.random.key(0), base_ids, plan.seeds_per_base, law_key=jax.random.key(3),
-    law_prompts=32 if QUICK else 128)
-runs = {name: bases.concat_runs(rs) for name, rs in runs_by_base.items()}  # seeds base by base
-base_of_seed = bases.labels(base_ids, plan.seeds_per_base)
-print(f"{len(runs)} arms x {len(base_ids)} bases x {plan.seeds_per_base} seed(s); "
-      f"base of each seed {base_of_seed}")
+if QUICK:   # the committed full run's tables
+    heldout = experiments.committed_table("mc_grpo_small_heldout")
+    committed_flips = experiments.committed_table("mc_grpo_small_flips")
+    steps = sorted(map(int, heldout.step.unique()))
+    print(f"committed full run: {heldout.groupby(['method', 'G']).ngroups} arms x "
+          f"{heldout.seed.nunique()} seeds, evaluated at steps {steps}")
+else:
+    runs_by_base, laws_by_base = study.run_small_bases(
+        small_cfgs, jax.random.key(0), base_ids, plan.seeds_per_base,
+        law_key=jax.random.key(3), law_prompts=128)
+    runs = {name: bases.concat_runs(rs) for name, rs in runs_by_base.items()}  # base by base
+    base_of_seed = bases.labels(base_ids, plan.seeds_per_base)
+    heldout = M.small_table(runs)
+    print(f"{len(runs)} arms x {len(base_ids)} bases x {plan.seeds_per_base} seed(s); "
+          f"base of each seed {base_of_seed}")
 
 # %% [markdown]
 # First, the flip rates on the bases' own per-prompt reward laws (exact, averaged over
 # prompts), next to the paper-like law:
 
 # %%
-laws = np.concatenate(laws_by_base)
-small_flips = M.law_flip_table(laws, small.LEVELS, M.GROUP_SIZES)
 paper_flips = M.law_flip_table(np.asarray([M.PAPER_LAW[1]]), M.PAPER_LAW[0], M.GROUP_SIZES)
-print("mean level shares (0, 1.5, 2):", laws.mean(0).round(3))
+if QUICK:
+    small_flips = committed_flips[committed_flips.law == "small model"].drop(columns="law")
+else:
+    laws = np.concatenate(laws_by_base)
+    small_flips = M.law_flip_table(laws, small.LEVELS, M.GROUP_SIZES)
+    print("mean level shares (0, 1.5, 2):", laws.mean(0).round(3))
 print("median lowers the flip rate at G in", M.flip_range(small_flips), "(small model);",
       M.flip_range(paper_flips), "(paper-like law)")
 small_flips.pivot(index="G", columns="estimator", values="flip")
 
 # %% [markdown]
-# Then the G-sweep: held-out pass@1 of each arm (bands over all seeds of all bases).
+# Then the G-sweep: held-out pass@1 of each arm (bands over all seeds of all bases; in quick
+# mode the committed full-run figure, `figures/mc_grpo_small.png`).
 
 # %%
-fig = M.plot_small(runs, small_flips, paper_flips)
-M.small_table(runs).groupby(["method", "G", "step"]).heldout_pass1.mean().unstack("step")
+if QUICK:
+    experiments.show_committed_figure("mc_grpo_small")
+else:
+    fig = M.plot_small(runs, small_flips, paper_flips)
+heldout.groupby(["method", "G", "step"]).heldout_pass1.mean().unstack("step")
 
 # %% [markdown]
 # The engine's decisions of `M.SMALL_CLAIMS` on this run, as the experiment makes them: per
@@ -446,21 +463,26 @@ M.small_table(runs).groupby(["method", "G", "step"]).heldout_pass1.mean().unstac
 # `small_grpo_g8_raises_pass1` (GRPO G = 8 minus its SFT base; if it does not pass, the other
 # pass/fail verdicts become inconclusive), and the flip reduction at G = 2 (one value per
 # base). The interval is the t-interval of the base means with `n_bases - 1` degrees of
-# freedom (4.3 times the standard error with 3 bases), so a short quick run is mostly
-# inconclusive; the experiment's full run adds bases while a claim is undecided.
+# freedom (4.3 times the standard error with 3 bases), so a short run is mostly
+# inconclusive; the experiment's full run adds bases while a claim is undecided. In quick mode
+# the rows are the committed full run's (`experiments.committed_claims`).
 
 # %%
-final = {name: M.heldout_pass1(r)[-1] for name, r in runs.items()}
-numbers = study.seed_numbers(final)
-g8 = M.heldout_pass1(runs[("GRPO", 8)])
-numbers["grpo_g8_raises_pass1"] = g8[-1] - g8[0]
-flip_red = [study.flip_reduction(M.law_flip_table(law, small.LEVELS, (2,))) for law in laws_by_base]
 # the G-sweep's claims (mc_grpo_across_losses* need the experiment's six loss arms)
 small_specs = [c for c in M.SMALL_CLAIMS if c.id.startswith("small_")]
-small_samples = {c.id: claims.nested(flip_red, base_ids) if c.id.endswith("flips") else
-                 claims.nested(numbers[c.id.removeprefix("small_")], base_of_seed)
-                 for c in small_specs}
-small_rows = engine_rows(small_specs, small_samples, seeds_per_base=plan.seeds_per_base)
+if QUICK:
+    small_rows = experiments.committed_claims("mc_grpo_small", [c.id for c in small_specs])
+else:
+    final = {name: M.heldout_pass1(r)[-1] for name, r in runs.items()}
+    numbers = study.seed_numbers(final)
+    g8 = M.heldout_pass1(runs[("GRPO", 8)])
+    numbers["grpo_g8_raises_pass1"] = g8[-1] - g8[0]
+    flip_red = [study.flip_reduction(M.law_flip_table(law, small.LEVELS, (2,)))
+                for law in laws_by_base]
+    small_samples = {c.id: claims.nested(flip_red, base_ids) if c.id.endswith("flips") else
+                     claims.nested(numbers[c.id.removeprefix("small_")], base_of_seed)
+                     for c in small_specs}
+    small_rows = engine_rows(small_specs, small_samples, seeds_per_base=plan.seeds_per_base)
 small_rows[ROW]
 
 # %% [markdown]
@@ -472,16 +494,18 @@ bank_cfgs = M.bank_authors_configs(M.study_base(True).replace(**M.AUTHORS), list
 if QUICK:
     bank_cfgs = {k: c.replace(steps=15) for k, c in bank_cfgs.items()}
 bank = M.run_study(jax.random.key(17), bank_cfgs, 4 if QUICK else 16)
+last = heldout.loc[heldout.groupby(["method", "G", "seed"]).step.idxmax()]
+small_final = last.groupby(["method", "G"]).heldout_pass1.mean()
 side = pd.DataFrame({
-    "small model (held-out pass@1)": {k: M.heldout_pass1(r)[-1].mean() for k, r in runs.items()},
+    "small model (held-out pass@1)": {k: small_final.get(k, np.nan) for k in bank},
     "bank (success probability)": {k: m["accuracy"][:, -1].mean() for k, m in bank.items()}})
 side
 
 # %% [markdown]
 # **Reading it.** The flip rates first: on the small model's own reward laws the median flips
 # fewer signs than the mean at every G printed above, while under the paper-like law it helps
-# only at the smallest G. The short run above (3 bases x 1 seed, 10 steps in quick mode) is a
-# picture more than a test: the experiments `mc_grpo_small` and `mc_grpo_bank_authors`
+# only at the smallest G. A notebook run is a picture more than a test: the experiments
+# `mc_grpo_small` and `mc_grpo_bank_authors`
 # (`rlvr-lab run ...`) decide the same claims with more seeds (the small model: seeds nested
 # in SFT bases, bases added while a claim is undecided; the bank: independent seeds), with
 # "within 1%" an equivalence claim read from the 90% interval (a TOST at 5%) and the gap

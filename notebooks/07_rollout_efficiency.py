@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Rollout efficiency on the small model: SPEC-RL and FP8 rollouts
 #
-# **Runtime:** 4 min 09 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06 while other jobs shared the cores: an upper bound); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 39 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).
@@ -46,6 +46,7 @@
 from rlvr_lab.io import quick_mode
 QUICK = quick_mode(default=True)
 
+import dataclasses
 import math
 
 import jax
@@ -127,12 +128,15 @@ plotting.interactive(spec_rl_acceptance, log_lenience=(-1.0, 3.0, 0.1),
 # %% [markdown]
 # GRPO over a fixed prompt set for several epochs (each revisit finds last epoch's
 # responses in the cache), the paper's lenience sweep plus its random-cut ablation, all from the
-# same base, prompts and keys. In quick mode only part of the sweep runs.
+# same base, prompts and keys. In quick mode only three arms run (vanilla, ℓ = 1 and the
+# paper's ℓ = e^0.5) on 64 prompts (3 epochs of 2 steps); the full sweep, with ℓ → ∞ and the
+# random cut, is the committed full-run figure shown after this run's.
 
 # %%
 cfg = S.config(QUICK)
-sweep = ((spec_rl.VANILLA, 1.0, math.exp(0.5), math.inf, spec_rl.RANDOM_CUT) if QUICK
-         else spec_rl.SWEEP)
+if QUICK:
+    cfg = dataclasses.replace(cfg, num_train_prompts=64)
+sweep = (spec_rl.VANILLA, 1.0, math.exp(0.5)) if QUICK else spec_rl.SWEEP
 df = spec_rl.run_sweep(cfg, jax.random.key(0), sweep, num_seeds=SEEDS)
 summary = spec_rl.summarize(df)
 summary.groupby("lenience", sort=False)[["generated", "reused", "token_reduction",
@@ -160,6 +164,8 @@ fig.tight_layout()
 
 # %%
 fig = spec_rl.figure(df)
+if QUICK:   # the whole sweep, from the committed full run (figures/spec_rl.png)
+    experiments.show_committed_figure("spec_rl")
 
 
 # %% [markdown]
@@ -234,15 +240,19 @@ fig = F.mismatch_figure(table)
 # correction, and E2M1 W4A4 rollouts without correction, with token TIS
 # ($w = \min(\rho, C)$, C = 2) and with token MIS ($w = \rho$ where $1/C \le \rho \le C$,
 # other tokens dropped from numerator and denominator) — `SequenceRLConfig.rollout_correction`.
-# As in the experiment, every treatment runs from several SFT bases (quick: the first look of
-# `F.QUICK_PLAN`, 3 bases x 1 seed), with the same key for every treatment of a base (paired
-# seeds); the compiled rollouts are shared across bases. The float32 arm's gain over the SFT
-# base is the positive control: without it no comparison below means anything.
+# As in the experiment, every treatment runs from several SFT bases, with the same key for
+# every treatment of a base (paired seeds); the compiled rollouts are shared across bases.
+# The float32 arm's gain over the SFT base is the positive control: without it no comparison
+# below means anything. **Quick mode trains one base** (1 seed, 6 steps: a picture of the
+# pipeline, not a test) and shows the committed full run's figure and training verdicts; the
+# full settings train the first look of `F.FULL_PLAN` here.
 
 # %%
 plan = F.QUICK_PLAN if QUICK else F.FULL_PLAN
 fp8_config = F.rl_config(QUICK)
-base_ids = list(range(plan.bases))
+if QUICK:
+    fp8_config = dataclasses.replace(fp8_config, steps=6, eval_every=6)
+base_ids = [0] if QUICK else list(range(plan.bases))
 built, frames, numbers = {}, [], []    # built: compiled pieces shared by every base
 for b in base_ids:
     df_b = fp8_study.train_treatments(bases.base_key(jax.random.key(3), b), plan.seeds_per_base,
@@ -251,6 +261,8 @@ for b in base_ids:
     numbers.append(fp8_study.seed_numbers(df_b))     # per-seed paired differences of this base
 runs = pd.concat(frames, ignore_index=True)
 fig = F.training_figure(runs)
+if QUICK:   # several bases and more steps: the committed full run (figures/fp8_training.png)
+    experiments.show_committed_figure("fp8_training")
 (runs[runs.metric == "heldout_pass1"].groupby(["treatment", "step"]).value.mean()
  .unstack("step").round(3))
 
@@ -259,29 +271,36 @@ fig = F.training_figure(runs)
 # per-seed paired differences of final held-out pass@1 (`F.TRAINING` names the number behind
 # each claim), the block-size claims from section 2's mismatch table (one Spearman correlation
 # per outlier placement; the experiment draws placements on each SFT base's own policy, this
-# notebook on one). "Recovers" is non-inferiority against the float32 arm with margin
-# `F.MARGIN`; "degrades" is superiority of the gap above 0. If the control
+# notebook on one). In quick mode one base cannot give an interval over bases, so the
+# training rows are the committed full run's (`experiments.committed_claims("fp8")`) and only
+# the block-size claims are decided here. "Recovers" is non-inferiority against the float32
+# arm with margin `F.MARGIN`; "degrades" is superiority of the gap above 0. If the control
 # `fp32_raises_pass1` does not pass, the training claims' pass/fail become inconclusive (the
 # block-size claims do not depend on learning: `gated=False`).
 
 # %%
 labels = bases.labels(base_ids, plan.seeds_per_base)
-samples = {cid: claims.nested(np.concatenate([n[name] for n in numbers]), labels)
-           for cid, (name, _) in F.TRAINING.items()}
-samples.update({cid: claims.nested(*F.placement_trends(table, kind, fmt))
-                for cid, (kind, fmt) in F.BLOCKS.items()})
-decided = claims.decide_all(F.CLAIMS, samples, seeds_per_base=plan.seeds_per_base)
+samples = {cid: claims.nested(*F.placement_trends(table, kind, fmt))
+           for cid, (kind, fmt) in F.BLOCKS.items()}
+if not QUICK:
+    samples.update({cid: claims.nested(np.concatenate([n[name] for n in numbers]), labels)
+                    for cid, (name, _) in F.TRAINING.items()})
+specs = [c for c in F.CLAIMS if c.id in samples]
+decided = claims.decide_all(specs, samples, seeds_per_base=plan.seeds_per_base)
 fp8_rows = pd.DataFrame([experiments.Claim.from_decision(d).row() for d in decided])
+if QUICK:   # the training claims as the committed full run decided them
+    fp8_rows = pd.concat([experiments.committed_claims("fp8", F.TRAINING), fp8_rows],
+                         ignore_index=True)
 print("\n".join(f"{r.claim}: {r.verdict}: {r.reason}" for r in fp8_rows.itertuples()
                 if r.verdict != "pass"))
 fp8_rows[ROW]
 
 # %% [markdown]
-# **Reading it.** The verdicts above come from this notebook's short run (3 bases x 1 seed, few
-# steps in quick mode: the t quantile of 3 base means is 4.3, so inconclusive verdicts are
-# expected); `figures/claims.csv` holds those of the experiment's run, which adds bases while a
-# claim is undecided. E4M3's per-token mismatch is small at this scale, so its arm is hard to
-# tell from float32; E2M1 makes the mismatch large. A correction is not free: TIS reweights and
+# **Reading it.** With the full settings the training verdicts above come from this
+# notebook's run (the first look: with few bases the t quantile is large, so inconclusive
+# verdicts are expected); in quick mode they are the experiment's full run
+# (`figures/claims.csv`), which adds bases while a claim is undecided. E4M3's per-token
+# mismatch is small at this scale, so its arm is hard to tell from float32; E2M1 makes the mismatch large. A correction is not free: TIS reweights and
 # MIS drops tokens, which adds variance to a short run's gradient. There is something to
 # *recover* only where `uncorrected_degrades` passes; otherwise a pass of `tis_recovers` /
 # `mis_recovers` says the correction did no harm relative to float32 rollouts.
@@ -289,10 +308,23 @@ fp8_rows[ROW]
 # %% [markdown]
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** With the slider: at which lenience does a 12-token response with log-ratio spread
 # $s = 0.3$ keep half of its tokens on average? What does it say about SPEC-RL's ℓ = e^0.5 on
 # a model whose policy barely moves between epochs ($s \to 0$)?
-#
+
+# %%
+# Your answer: the log lenience ln l at which a 12-token response with s = 0.3 keeps half its tokens
+course.check_half_reuse_lenience(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # ```python
@@ -305,30 +337,50 @@ fp8_rows[ROW]
 # (almost) everything, which is what section 1's reading finds at this scale: the lenience no
 # longer controls anything and every ℓ ≥ 1 trains on stale responses.
 # </details>
-#
+
+# %% [markdown]
 # **2.** Why is the token at the cut not exactly on-policy even at ℓ = 1, and what would make it
 # so?
-#
+
+# %%
+# Your answer: 'new', 'old' or 'residual': the distribution to resample the token at the cut from
+course.check_cut_distribution(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # Speculative decoding's guarantee needs the rejected position to be resampled from the residual
 # $\max(0, \pi_{new} - \pi_{old})$ (normalised); resampling from $\pi_{new}$ over-weights the
 # tokens $\pi_{old}$ already proposed. Sampling the residual at the cut would make ℓ = 1 exact.
 # </details>
-#
+
+# %% [markdown]
 # **3.** For FP8 rollouts, show that $k_3 = E[\rho - \log\rho - 1] \ge 0$ and that it is
 # $\approx \tfrac12 E[(\log\rho)^2]$ for small mismatch.
-#
+
+# %%
+# Your answer: E[k3] when log rho ~ N(0, 0.1^2) (exact, or the small-mismatch approximation)
+course.check_k3_small_mismatch(answer=None, sigma=0.1)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # $f(x) = e^x - x - 1 \ge 0$ for all $x$ (convex, minimum 0 at 0), and $\rho - \log\rho - 1 =
-# f(\log\rho)$. Taylor: $f(x) = x^2/2 + O(x^3)$.
+# f(\log\rho)$. Taylor: $f(x) = x^2/2 + O(x^3)$. For $\log\rho \sim N(0, \sigma^2)$ exactly
+# $E[k_3] = e^{\sigma^2/2} - 1$: 0.00501 at $\sigma = 0.1$, against $\sigma^2/2 = 0.005$.
 # </details>
-#
+
+# %% [markdown]
 # **4.** In the mismatch table, finer weight blocks help E2M1 a lot once outliers are injected,
 # but hardly help E4M3 at outliers ×256. Why? At which outlier magnitude should E4M3 start to
 # care about the block size?
-#
+
+# %%
+# Your answer: the outlier magnitude from which E4M3 should care about the block size
+# (within a factor 2)
+course.check_e4m3_outlier_onset(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # A block is scaled so that its largest entry lands on the format's largest value (448 for

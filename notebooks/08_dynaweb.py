@@ -16,7 +16,7 @@
 # %% [markdown]
 # # DynaWeb: an agent trained inside a learned world model of a toy web
 #
-# **Runtime:** 22 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06 while other jobs shared the cores: an upper bound); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 15 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).
@@ -263,9 +263,22 @@ rows[["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds
 #
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** Compute exactly the probability that the uniform policy triggers the purchase trap on
 # this site within the horizon (for the first task).
-#
+
+# %%
+# Your answer: the probability of a purchase within the horizon, first task, uniform policy
+course.check_purchase_trap(answer=None, site=site, horizon=config.horizon)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # Treat `PURCHASED` as the "success" of a dynamic program over observations:
@@ -285,10 +298,17 @@ rows[["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds
 # The purchase page is one click from its parent, and `submit` is 1 of 8 actions, so the
 # probability is small but not negligible when the purchase page is shallow.
 # </details>
-#
+
+# %% [markdown]
 # **2.** Refresh the world model less often (`refresh_every=30`) and compare the dreaming arm's
 # final success and its real interactions with the default.
-#
+
+# %%
+# Your answer: how many steps of this run collect real episodes with refresh_every=30
+# (then rerun the study and compare)
+course.check_refresh_steps(answer=None, num_steps=config.num_steps, refresh_every=30)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # ```python
@@ -298,14 +318,22 @@ rows[["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds
 #                                                         ("dream", DW.dream_arm())])
 # print(t30.groupby("arm")[["final_success", "interactions"]].mean())
 # ```
-# Fewer refreshes cost fewer real interactions but leave the model blind to the parts of the
+# With `refresh_every=30` the quick run's 60 steps collect real episodes at 2 steps (0 and
+# 30) instead of 6 (the full run's 150: 5 instead of 15). Fewer refreshes cost fewer real interactions but leave the model blind to the parts of the
 # site the improving policy starts to visit: unseen pairs predict "nothing changes", so
 # dreams of new paths fail and the tasks whose path was not logged stall longer.
 # </details>
-#
+
+# %% [markdown]
 # **3.** Why is an expert trajectory with reward 1 a useful member of a GRPO group even though
 # it was not sampled from the policy?
-#
+
+# %%
+# Your answer: the GRPO advantage of one expert success in a group of G = 8 whose 7 dreams
+# all failed
+course.check_expert_advantage(answer=None, group_size=8)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # When every dream of a task fails, the group's rewards are all 0 and GRPO's advantage is 0:

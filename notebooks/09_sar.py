@@ -16,7 +16,7 @@
 # %% [markdown]
 # # SAR: exposure bias in next-scale generation
 #
-# **Runtime:** 73 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06 while other jobs shared the cores: an upper bound); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 61 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).
@@ -178,9 +178,23 @@ rows[["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds
 # %% [markdown]
 # ## Exercises
 #
+# Each exercise has a check cell: put your answer in place of `None` and run it;
+# `rlvr_lab.course` says right, or not yet with why and a hint. The solution stays folded
+# under it.
+
+# %%
+from rlvr_lab import course
+
+# %% [markdown]
 # **1.** Take the argmax instead of a sample in the staggered rollout (arm `sar_argmax`, the
 # paper's "randomness" option switched off). Does the quality loss shrink?
-#
+
+# %%
+# Your answer: True or False, argmax parents shrink SAR's FD gap to teacher forcing
+# (run the solution's study first and pass its curves)
+course.check_argmax_gap(answer=None, curves=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # ```python
@@ -192,11 +206,18 @@ rows[["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds
 # Argmax parents are right more often than sampled ones, so fewer targets contradict their
 # context: the FD rises less than with sampling but, in this toy, still above teacher forcing.
 # </details>
-#
+
+# %% [markdown]
 # **2.** Supervise the student pass with the teacher-forced *distribution* instead of the ground
 # truth (arm `sar_distill`: a distillation reading of "anchored on the teacher-forced path").
 # Which scales' mismatch changes most?
-#
+
+# %%
+# Your answer: the scale index whose mismatch changes most from sar to sar_distill
+# (run the study first and pass its scales)
+course.check_distill_scale(answer=None, scales=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # Run the study with `arms=("tf", "sar", "sar_distill")` and plot
@@ -204,11 +225,18 @@ rows[["claim", "verdict", "estimate", "ci_low", "ci_high", "threshold", "n_seeds
 # wrong parent, what it would predict from the right one: it learns to ignore the parent even
 # more directly, and the support rate collapses at least as fast as with the ground truth.
 # </details>
-#
+
+# %% [markdown]
 # **3.** Make the pre-trained base stronger (`CONFIG.train.replace(pretrain_steps=2000)`) and
 # rerun: the better the base, the more often its own parents equal the ground truth. Does the
 # harm of the student pass shrink with the base's error?
-#
+
+# %%
+# Your answer: True or False, with a base whose one-step predictions are always right, the
+# student pass's contexts differ from teacher forcing's
+course.check_perfect_base(answer=None)
+
+# %% [markdown]
 # <details><summary>Solution</summary>
 #
 # Compare `final` tables for the two bases. The SSR contexts differ from the ground truth only

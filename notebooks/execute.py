@@ -9,15 +9,18 @@ the figures. Run after any change of a notebook or of the library it calls:
 
 For each notebook: the ``.ipynb`` inputs are first brought in line with the ``.py``
 (``jupytext --update --to ipynb``, which keeps the existing cell ids, so an edit does not
-rewrite every id), then it is executed with ``RLVR_LAB_QUICK=1`` in ``notebooks/`` and written in place.
-A notebook in which a cell that makes a figure shows no image fails the run (see
-:func:`figure_report`; ``tests/core/test_notebooks.py`` checks the committed outputs the same
-way).
+rewrite every id), then it is executed with ``RLVR_LAB_QUICK=1`` in ``notebooks/`` and written
+in place. A notebook in which a cell that makes a figure shows no image fails the run (see
+``rlvr_lab.course.figure_report``, the one definition of a figure cell;
+``tests/core/test_notebooks.py`` checks the committed outputs with the same function).
 
 Each run is timed: the wall time of the executed notebook (kernel start included) goes into
 ``notebooks/runtimes.json`` and into the ``**Runtime:**`` line at the top of the notebook (the
 ``.py`` and the ``.ipynb`` alike), and the course table of ``notebooks/README.md`` is
-regenerated from it (``rlvr_lab.course``). Nothing else writes those numbers.
+regenerated from it (``rlvr_lab.course``). Nothing else writes those numbers. Once the
+repository URL is declared (``[project.urls] Repository`` in ``pyproject.toml``), the Colab /
+nbviewer links go under the runtime line and into the course table too; without one, nothing.
+The slowest cells of each run are printed, to see where a notebook spends its time.
 """
 from __future__ import annotations
 
@@ -29,43 +32,19 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:   # ``python notebooks/execute.py`` from a checkout
+    sys.path.insert(0, str(HERE.parent))
 
-# A code cell "makes a figure" when it calls one of these: plotting.subplots/interactive,
-# a module's *figure*/plot* function, pyplot's drawing calls, IPython's Image (a saved PNG) or
-# ``display(fig...)`` of a figure made earlier. The committed notebooks must
-# show an image for exactly these cells (and no image elsewhere), so the regex is the single
-# definition of a figure cell that both this script and the test use.
-FIGURE_CALL = re.compile(
-    r"(\bsubplots|\binteractive|\w*figures?|\bplot\w*|\bImage|plt\.(?:hist|bar|scatter|imshow))\s*\(|\bdisplay\(\s*fig")
-_NOT_A_FIGURE = re.compile(r"\b(?:plt\.close|figures_dir|save_figure)\s*\(")
+# What counts as a figure cell (a code cell that must show an image, and the only cells that
+# may) is defined once, in ``rlvr_lab.course`` (``FIGURE_CALL``, :func:`makes_figure`); this
+# script and ``tests/core/test_notebooks.py`` both use :func:`figure_report` from there.
+from rlvr_lab.course import FIGURE_CALL, figure_report, has_image, makes_figure  # noqa: E402,F401
 
 
 def sources() -> list[Path]:
     """The jupytext sources: ``notebooks/NN_*.py`` that declare an ``ipynb`` pairing."""
     return sorted(p for p in HERE.glob("[0-9][0-9]_*.py")
                   if "formats: ipynb,py:percent" in p.read_text())
-
-
-def makes_figure(source: str) -> bool:
-    code = "\n".join(line.split("#", 1)[0] for line in source.splitlines())
-    return bool(FIGURE_CALL.search(_NOT_A_FIGURE.sub("", code)))
-
-
-def has_image(cell) -> bool:
-    return any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
-
-
-def figure_report(nb) -> dict:
-    """Figure cells vs cells with an image, and the indices of cells where they disagree."""
-    code = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    figure_cells = [i for i, c in code if makes_figure(c.source)]
-    image_cells = [i for i, c in code if has_image(c)]
-    return dict(figure_cells=len(figure_cells), image_cells=len(image_cells),
-                images=sum(sum("image/png" in o.get("data", {}) for o in c.get("outputs", []))
-                           for _, c in code),
-                missing=sorted(set(figure_cells) - set(image_cells)),
-                unexpected=sorted(set(image_cells) - set(figure_cells)),
-                executed=any(c.get("outputs") for _, c in code))
 
 
 def execute(py: Path, timeout: int = 900) -> dict:
@@ -85,7 +64,7 @@ def execute(py: Path, timeout: int = 900) -> dict:
     load = os.getloadavg()[0]   # other jobs on the machine make the runtime an upper bound
     start = time.perf_counter()
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True,
                        resources={"metadata": {"path": str(HERE)}}).execute()
         seconds = time.perf_counter() - start
     finally:
@@ -94,11 +73,32 @@ def execute(py: Path, timeout: int = 900) -> dict:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+    slowest = cell_seconds(nb)   # read the timings, then drop them from the committed file
     _write_runtime(py, nb, seconds, load)
     nbformat.write(nb, ipynb)
     # the .ipynb is now newer than the .py with the same inputs; refresh the pairing stamp
     py.touch()
-    return figure_report(nb)
+    return dict(figure_report(nb), seconds=seconds, slowest=slowest)
+
+
+def cell_seconds(nb, top: int = 5) -> list[tuple[int, float]]:
+    """The ``top`` slowest code cells of an executed notebook as ``(cell index, seconds)``,
+    from nbclient's timing metadata, which is then removed (the committed ``.ipynb`` keeps no
+    timestamps, so a re-execution does not rewrite every cell's metadata)."""
+    from datetime import datetime
+
+    times = []
+    for i, cell in enumerate(nb.cells):
+        timing = cell.get("metadata", {}).pop("execution", None)
+        if cell.cell_type != "code" or not timing:
+            continue
+        try:
+            start = datetime.fromisoformat(timing["iopub.execute_input"].replace("Z", "+00:00"))
+            end = datetime.fromisoformat(timing["shell.execute_reply"].replace("Z", "+00:00"))
+        except (KeyError, ValueError):
+            continue
+        times.append((i, (end - start).total_seconds()))
+    return sorted(times, key=lambda t: -t[1])[:top]
 
 
 def _write_runtime(py: Path, nb, seconds: float, load: float) -> None:
@@ -107,9 +107,14 @@ def _write_runtime(py: Path, nb, seconds: float, load: float) -> None:
     from rlvr_lab import course
 
     entry = course.record_runtime(py.stem, seconds, load=load)
-    py.write_text(course.set_runtime_line(py.read_text(), entry))
+    # the Colab / nbviewer links under it, once the repository URL is declared (else nothing)
+    links = course.links_line(py.stem, course.repository_url())
+    text = course.set_runtime_line(py.read_text(), entry)
+    py.write_text(text if links is None else course.set_links_line(text, links))
     first = next(c for c in nb.cells if c.cell_type == "markdown")
     first.source = course.set_runtime_line(first.source, entry)
+    if links is not None:
+        first.source = course.set_links_line(first.source, links)
 
 
 def main(argv: list[str]) -> int:
@@ -128,6 +133,8 @@ def main(argv: list[str]) -> int:
               + (f"; MISSING in cells {report['missing']}" if report["missing"] else "")
               + (f"; unexpected in cells {report['unexpected']}" if report["unexpected"]
                  else ""), flush=True)
+        print(f"    {report['seconds']:.0f} s; slowest cells: "
+              + ", ".join(f"{i}: {t:.1f} s" for i, t in report["slowest"]), flush=True)
         if report["missing"] or report["unexpected"]:
             failed.append(py.stem)
     from rlvr_lab import course

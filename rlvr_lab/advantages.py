@@ -462,6 +462,111 @@ def grpo_passk(rewards: ArrayLike, mask: ArrayLike | None = None, *, scale: str 
     return _finish(jnp.where(best, gap, 0), n, mask)
 
 
+def realized_energy(logits: ArrayLike, tokens: ArrayLike) -> jax.Array:
+    """The per-token "realized energy" of the optimal token baseline (verl's logit-gradient
+    proxy): ``w_t = ||e_{a_t} - pi_t||^2 = 1 - 2 pi_t(a_t) + sum_v pi_t(v)^2``, the squared
+    norm of the gradient of ``log pi_t(a_t)`` with respect to the logits of step ``t``.
+
+    ``logits [..., T, V]`` (the policy that sampled the tokens, at its sampling temperature),
+    ``tokens [..., T]`` -> ``[..., T]``, in ``[0, 2)``; 0 only where ``pi_t`` puts all its mass
+    on ``a_t``. ``sum pi^2`` is computed as ``exp(logsumexp(2 log pi))`` (verl's formula)."""
+    logits = jnp.asarray(logits)
+    if not jnp.issubdtype(logits.dtype, jnp.floating):
+        logits = logits.astype(jnp.float32)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    chosen = jnp.take_along_axis(logp, jnp.asarray(tokens, jnp.int32)[..., None], axis=-1)[..., 0]
+    sum_sq = jnp.exp(jax.nn.logsumexp(2 * logp, axis=-1))
+    return jnp.maximum(1 - 2 * jnp.exp(chosen) + sum_sq, 0)
+
+
+@_REGISTRY.register("optimal_token_baseline")
+def optimal_token_baseline(rewards: ArrayLike, mask: ArrayLike | None = None, *,
+                           energy: ArrayLike | None = None,
+                           token_mask: ArrayLike | None = None,
+                           eps: float = 0.0) -> jax.Array:
+    """The optimal token baseline (OTB; verl ``algorithm.adv_estimator=optimal_token_baseline``,
+    ``verl/trainer/ppo/core_algos.py`` ``compute_optimal_token_baseline_advantage``, verl's
+    ``docs/algo/otb.md`` and the blog it cites, richardli.xyz/optimal-token-baseline; no arXiv
+    paper found. It is the variance-minimising constant baseline of a score-function gradient,
+    ``E[||s||^2 R] / E[||s||^2]``, which OPO, arXiv:2505.23585, derives per sequence with the
+    length as the proxy of ``||s||^2``; OTB takes it per token with the logit-gradient proxy).
+
+    With an outcome reward and ``gamma = 1`` every token's return is the rollout's reward
+    ``r``, and the baseline of token ``t`` is the group's energy-weighted mean reward
+    ``b_t = sum_j W_t^j r_j / sum_j W_t^j`` over the rollouts ``j`` still alive at ``t``, with
+    ``W_t = sum_{s <= t} w_s`` the cumulative realized energy (:func:`realized_energy`).
+    ``A_t = r - b_t``.
+
+    ``energy``: None (all weights equal: ``b`` is the group mean and OTB equals Dr.GRPO,
+    ``[B, G]`` out); ``[B, G]`` one weight per rollout (its total energy ``W_T``; with
+    one-token answers, as on the prompt bank, this is verl's estimator exactly; ``[B, G]``
+    out); or ``[B, G, T]`` the per-token ``w_t`` (not cumulated) with ``token_mask [B, G, T]``
+    (default all valid): verl's token-level estimator, ``[B, G, T]`` out, 0 at masked tokens
+    (the trainers broadcast a ``[B, G]`` advantage over tokens; a token-level one is for
+    callers that aggregate themselves, e.g. :mod:`rlvr_lab.papers.zoo.small`).
+    Energies must be finite and ``>= 0`` at valid entries.
+
+    ``eps``: 0 (default) divides by ``sum W`` itself; ``eps > 0`` is verl's
+    ``sum W r / (sum W + eps)`` (verl: ``1e-8``), which shrinks the baseline towards 0 and so
+    leaves a group of equal rewards a tiny non-zero advantage.
+
+    Degenerate inputs (finite, documented): a group of equal rewards gets exactly 0 (with
+    ``eps = 0``); a group (or, token-level, a position) whose valid energies sum to 0 falls
+    back to equal weights (those rollouts' gradients are 0 anyway); a group with fewer than two
+    valid rollouts, ``G = 1`` included, gets 0 (verl: ``A = r``); a fully masked row gets 0.
+    Token-level, a position where only one rollout is still alive gets 0 there (verl's
+    ``handle_zero_tail`` option, baseline 0 on the longest response's tail, is not offered).
+    """
+    _check_eps(eps)
+    rewards, mask = _prepare(rewards, mask)
+    n = mask.sum(-1, keepdims=True)
+    if energy is None:
+        energy = mask.astype(rewards.dtype)
+    energy = jnp.asarray(energy, rewards.dtype)
+    token_level = energy.ndim == 3
+    if energy.shape[:2] != rewards.shape or energy.ndim not in (2, 3):
+        raise ValueError(f"energy shape {energy.shape} must be [B, G] or [B, G, T] with "
+                         f"[B, G] = {rewards.shape}")
+    if token_level:
+        tmask = (jnp.ones(energy.shape, bool) if token_mask is None
+                 else jnp.asarray(token_mask, bool))
+        if tmask.shape != energy.shape:
+            raise ValueError(f"token_mask shape {tmask.shape} does not match energy shape "
+                             f"{energy.shape}")
+        valid = tmask & mask[..., None]
+    else:
+        valid = mask
+    check_finite(energy, "energy", where=valid)
+    if not is_traced(energy) and bool(jnp.any(jnp.where(valid, energy, 0) < 0)):
+        raise ValueError("energy must be >= 0 at valid entries")
+    w = jnp.where(valid, energy, 0)
+    if token_level:
+        w = jnp.where(valid, jnp.cumsum(w, axis=-1), 0)            # W_t, [B, G, T]
+        w, r, alive = jnp.swapaxes(w, 1, 2), rewards[:, None, :], jnp.swapaxes(valid, 1, 2)
+        b, t = w.shape[0], w.shape[1]
+        w, alive = w.reshape(b * t, -1), alive.reshape(b * t, -1)   # rows: (prompt, position)
+        r = jnp.broadcast_to(r, (b, t, rewards.shape[1])).reshape(b * t, -1)
+    else:
+        r, alive = rewards, valid
+    if eps > 0:
+        base = (w * jnp.where(alive, r, 0)).sum(-1, keepdims=True) / (w.sum(-1, keepdims=True)
+                                                                      + eps)
+    else:
+        empty = w.sum(-1, keepdims=True) <= 0
+        base = _shifted_mean(jnp.where(alive, r, 0), jnp.where(empty & alive, 1, w))
+    adv = jnp.where(alive, r - base, 0)
+    if token_level:
+        count = alive.sum(-1, keepdims=True)
+        adv = jnp.where(count >= 2, adv, 0)
+        adv = jnp.swapaxes(adv.reshape(b, t, -1), 1, 2)              # [B, G, T]
+        keep = valid & (n >= 2)[..., None]
+        return jnp.where(keep, adv, jnp.zeros_like(adv))
+    return _finish(adv, n, mask)
+
+
+_REGISTRY.register("otb", optimal_token_baseline)
+
+
 def overlong_penalty(lengths: ArrayLike, *, max_length: float, buffer: float,
                      penalty: float = 1.0) -> jax.Array:
     """DAPO's soft overlong punishment (Yu et al. 2025, arXiv:2503.14476, "Overlong Reward

@@ -101,7 +101,11 @@ class Declared:
     mechanism this hardware cannot express); the measurement is still reported.
     ``control``: the study's positive control; its failure makes the study's other claims
     inconclusive (:func:`decide_all`), except those declared ``gated=False`` (a count or a
-    cost that does not depend on the learning the control checks).
+    cost that does not depend on the learning the control checks). ``full_only``: a
+    non-empty reason makes quick runs skip the claim and the arms only it needs (its verdict
+    there is ``not evaluated``, with the reason); full runs decide it as declared. It keeps the
+    quick reproduction inside its budget without shortening the arms of the claims it does
+    decide, so a quick verdict never rests on a cheaper version of a full-run arm.
     """
 
     id: str
@@ -121,6 +125,7 @@ class Declared:
     not_applicable: str = ""
     control: bool = False
     gated: bool = True  # False: a claim that does not depend on learning (e.g. a cost count)
+    full_only: str = ""  # why quick runs skip it (its own arms cost too much for quick mode)
 
     def __post_init__(self):
         if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
@@ -155,6 +160,9 @@ class Declared:
             raise ValueError(f"claim {self.id}: fail_threshold={fail!r} is below "
                              f"threshold={threshold!r}; for '<' the fail side must not overlap "
                              "the pass side")
+        if self.full_only and self.control:
+            raise ValueError(f"claim {self.id}: a positive control cannot be full_only (it "
+                             "gates the study's other claims in quick runs too)")
         if self.rule == "non_inferiority" and (
                 (self.direction == ">" and threshold > 0) or (self.direction == "<" and
                                                             threshold < 0)):

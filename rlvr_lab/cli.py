@@ -1,10 +1,10 @@
 """``rlvr-lab``: list experiments, run one, reproduce all claims, benchmark.
 
-Bad input (unknown experiment or paper, bad seed or job count, unknown or repeated flag,
-unwritable or too long --out, an XLA_FLAGS that XLA would refuse) gets one line naming the
-value and what is allowed, exit status 2, no traceback, nothing written; all of it is checked
-before any work. A write that fails later (full disk, a folder made read-only) is one line,
-exit status 1, with nothing half-written left behind.
+Bad input (unknown experiment, paper or bench peer, a bench peer not installed, bad seed or
+job count, unknown or repeated flag, unwritable or too long --out, an XLA_FLAGS that XLA would
+refuse) gets one line naming the value and what is allowed, exit status 2, no traceback,
+nothing written; all of it is checked before any work. A write that fails later (full disk, a
+folder made read-only) is one line, exit status 1, with nothing half-written left behind.
 """
 from __future__ import annotations
 
@@ -66,6 +66,17 @@ _positive_int = _bounded_int("--seeds", MAX_SEEDS)
 # cores only queues them
 MAX_JOBS = max(1, os.cpu_count() or 1)
 _jobs = _bounded_int("--jobs", MAX_JOBS, " (this machine's CPU cores)")
+
+
+def _peer(text: str) -> str:
+    """The argparse type of ``bench --peer``: a known peer whose modules are installed (the
+    error names the allowed peers or the extra to install)."""
+    from rlvr_lab.benchmarks import peer
+
+    try:
+        return peer.check_peer(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).replace(repr(text), _shown(text))) from None
 
 
 FORMATS = ("table", "md", "csv", "json")
@@ -133,6 +144,9 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="one JSON list of {name, ratio, details, goal, quick} on stdout")
     bench.add_argument("--save", action="store_true",
                        help="also write bench.json and bench.png/.pdf into the figures folder")
+    bench.add_argument("--peer", type=_peer, default=None, action=_Once, metavar="NAME",
+                       help="instead of the measures, time the small-model GRPO step against a "
+                            "peer library on the same workload (trl; needs the 'peer' extra)")
     parser.subcommands = sub.choices
     return parser
 
@@ -363,6 +377,8 @@ def _cmd_reproduce(args) -> int:
 def _cmd_bench(args) -> int:
     from rlvr_lab import benchmarks
 
+    if args.peer is not None:
+        return _bench_peer(args)
     names = benchmarks.names()
     if args.only is not None:
         if args.only not in names:
@@ -392,6 +408,22 @@ def _cmd_bench(args) -> int:
         report.sync_block(benchmarks.readme_block(records, title, figures="../figures"), out,
                           benchmarks.README_START, benchmarks.README_END,
                           readme=report.ROOT / benchmarks.README_PAGE)
+    return 0
+
+
+def _bench_peer(args) -> int:
+    """``bench --peer NAME``: one line, rlvr_lab's step against the peer's (not part of the
+    saved table: it needs the peer installed)."""
+    for flag, given in (("--only", args.only is not None), ("--save", args.save)):
+        if given:
+            raise UsageError(f"{flag} is not allowed with --peer; --peer prints its own line "
+                             "(with --json for scripts)")
+    from rlvr_lab.benchmarks import peer
+
+    measure = peer.run(args.peer, quick=args.quick)
+    print(measure.line(), file=sys.stderr if args.json else sys.stdout, flush=True)
+    if args.json:
+        print(json.dumps([measure.as_dict(quick=args.quick)], indent=1))
     return 0
 
 

@@ -8,8 +8,13 @@ course table of ``notebooks/README.md`` (:func:`course_block`). A notebook not m
 says "to be measured".
 
 Links to open a notebook in Colab or nbviewer are built from the repository URL declared in
-``pyproject.toml`` (``[project.urls] Repository``) or ``CITATION.cff`` (``repository-code``);
-without one the table says so instead of guessing an address.
+``pyproject.toml`` (``[project.urls] Repository``) or ``CITATION.cff`` (``repository-code``)
+and written into the course table and each notebook's header cell (:func:`sync_links`);
+without one nothing is written and the table says how links appear, instead of guessing an
+address.
+
+What counts as a *figure cell* (a cell that must show an image) is defined here once
+(:func:`makes_figure`, :func:`figure_report`), for ``notebooks/execute.py`` and the tests.
 
 Every ``check_*`` helper computes the right answer with the library (nothing is typed in),
 compares it with the student's, prints one line, "right" or "not yet" with why and a hint,
@@ -142,6 +147,48 @@ def set_runtime_line(text: str, entry: dict | None) -> str:
     return new
 
 
+# ----------------------------------------------------------------------------- figure cells
+
+# A code cell "makes a figure" when it calls one of these: plotting.subplots/interactive, a
+# module's *figure*/plot* function (``show_figures``, ``show_committed_figure``,
+# ``slide_figure``, ``M.plot_small``, ...), pyplot's drawing calls, IPython's ``Image`` (a saved
+# PNG) or ``display(fig...)`` of a figure made earlier. The committed notebooks must show an
+# image for exactly these cells (and no image elsewhere). This is the one definition:
+# ``notebooks/execute.py`` (which fails a run that breaks it) and ``tests/core/test_notebooks.py``
+# (which checks the committed outputs) both call :func:`figure_report`.
+FIGURE_CALL = re.compile(
+    r"(\bsubplots|\binteractive|\w*figures?|\bplot\w*|\bImage|"
+    r"plt\.(?:hist|bar|scatter|imshow))\s*\(|\bdisplay\(\s*fig")
+# calls that mention a figure but draw none: closing figures, a figures folder, saving
+_NOT_A_FIGURE = re.compile(r"\b(?:plt\.close|figures_dir|save_figure)\s*\(")
+
+
+def makes_figure(source: str) -> bool:
+    """Whether a code cell's ``source`` makes a figure (comments ignored)."""
+    code = "\n".join(line.split("#", 1)[0] for line in source.splitlines())
+    return bool(FIGURE_CALL.search(_NOT_A_FIGURE.sub("", code)))
+
+
+def has_image(cell) -> bool:
+    """Whether an executed cell shows an image (an ``image/png`` output)."""
+    return any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
+
+
+def figure_report(nb) -> dict:
+    """Figure cells vs cells with an image in an executed notebook (``nbformat``), and the
+    indices of the cells where they disagree (``missing``: a figure cell without an image;
+    ``unexpected``: an image in a cell that is not a figure cell)."""
+    code = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    figure_cells = [i for i, c in code if makes_figure(c.source)]
+    image_cells = [i for i, c in code if has_image(c)]
+    return dict(figure_cells=len(figure_cells), image_cells=len(image_cells),
+                images=sum(sum("image/png" in o.get("data", {}) for o in c.get("outputs", []))
+                           for _, c in code),
+                missing=sorted(set(figure_cells) - set(image_cells)),
+                unexpected=sorted(set(image_cells) - set(figure_cells)),
+                executed=any(c.get("outputs") for _, c in code))
+
+
 # ------------------------------------------------------------------------------------ links
 
 def repository_url(root: str | Path | None = None) -> str | None:
@@ -215,9 +262,12 @@ def course_block(url: str | None = None, measured: dict | None = None) -> str:
               "`notebooks/execute.py` (quick mode) and stored in `notebooks/runtimes.json`; "
               "\"to be measured\" means the notebook has not been timed since it changed."]
     if not links_available(url):
-        lines += ["", "No Colab / nbviewer links: the repository URL is not declared yet (add "
-                  "`[project.urls] Repository = \"https://github.com/OWNER/REPO\"` to "
-                  "`pyproject.toml`, then run `python -m rlvr_lab.course`)."]
+        lines += ["", "No Colab / nbviewer links: the repository URL is not declared yet. Once "
+                  "`[project.urls] Repository = \"https://github.com/OWNER/REPO\"` is set in "
+                  "`pyproject.toml` (or `repository-code` in `CITATION.cff`), "
+                  "`python -m rlvr_lab.course` (and every `notebooks/execute.py` run) writes "
+                  "them into the `open` column above and into each notebook's header cell, "
+                  "under its runtime line."]
     return "\n".join(lines)
 
 
@@ -225,16 +275,95 @@ def links_available(url: str | None) -> bool:
     return bool(notebook_links("x", url))
 
 
-def sync_course_block(readme: str | Path | None = None) -> Path:
-    """Rewrite the course table of ``notebooks/README.md`` in place."""
+def sync_course_block(readme: str | Path | None = None, url: str | None = None,
+                      measured: dict | None = None) -> Path:
+    """Rewrite the course table of ``notebooks/README.md`` in place (``url``: the repository
+    URL, default :func:`repository_url`; ``measured``: the runtimes, default
+    :func:`runtimes`)."""
     from rlvr_lab import bibliography
 
     path = Path(readme) if readme is not None else notebooks_dir() / "README.md"
     text = path.read_text()
-    new = bibliography.replace_block(text, course_block(), COURSE_START, COURSE_END)
+    new = bibliography.replace_block(text, course_block(url, measured), COURSE_START,
+                                     COURSE_END)
     if new != text:
         io.atomic_write_text(path, new)
     return path
+
+
+LINKS_PREFIX = "**Open:**"
+_LINKS_LINE = re.compile(r"^(# )?\*\*Open:\*\*.*\n?", re.M)
+
+
+def links_line(notebook: str, url: str | None) -> str | None:
+    """The header-cell line with a notebook's Colab / nbviewer links (without the ``# ``
+    of a jupytext source), or None when ``url`` gives no links."""
+    links = notebook_links(notebook, url)
+    if not links:
+        return None
+    return (f"{LINKS_PREFIX} [Open in Colab]({links['colab']}) · "
+            f"[view on nbviewer]({links['nbviewer']})")
+
+
+def set_links_line(text: str, line: str | None) -> str:
+    """``text`` (a jupytext source, whose header lines start with ``# ``, or a markdown cell)
+    with its links line set to ``line``: replaced where there is one, else put after the
+    ``**Runtime:**`` line; ``None`` removes an existing one and otherwise changes nothing."""
+    m = _LINKS_LINE.search(text)
+    if line is None:
+        return text if m is None else text[:m.start()] + text[m.end():]
+    if m is not None:
+        return text[:m.start()] + f"{m.group(1) or ''}{line}\n" + text[m.end():]
+    r = _RUNTIME_LINE.search(text)
+    if r is None:
+        raise ValueError("no '**Runtime:**' line to put the links after")
+    prefix = r.group(1) or ""
+    return text[:r.end()] + f"\n{prefix.rstrip()}\n{prefix}{line}" + text[r.end():]
+
+
+def sync_links(root: str | Path | None = None) -> list[Path]:
+    """Write the Colab / nbviewer links, built from the repository URL that ``pyproject.toml``
+    or ``CITATION.cff`` under ``root`` declares (:func:`repository_url`), into the course
+    table of ``<root>/notebooks/README.md`` and the header cell of every notebook pair there
+    (the ``.py`` source and its ``.ipynb`` alike, so the pair stays in sync). Without a
+    declared URL it writes nothing (the README table says how links appear). Returns the
+    files it changed."""
+    import nbformat
+
+    root = Path(root) if root is not None else io.repo_root()
+    if root is None:
+        return []
+    url = repository_url(root)
+    if not links_available(url):
+        return []
+    folder = root / "notebooks"
+    changed = []
+    readme = folder / "README.md"
+    if readme.is_file():
+        before = readme.read_text()
+        sync_course_block(readme, url=url, measured=runtimes(folder / RUNTIMES_FILE))
+        if readme.read_text() != before:
+            changed.append(readme)
+    for py in sorted(folder.glob("[0-9][0-9]_*.py")):
+        line = links_line(py.stem, url)
+        text = py.read_text()
+        if _RUNTIME_LINE.search(text) is None:
+            continue
+        new = set_links_line(text, line)
+        if new != text:
+            py.write_text(new)
+            changed.append(py)
+        ipynb = py.with_suffix(".ipynb")
+        if ipynb.is_file():
+            nb = nbformat.read(ipynb, as_version=4)
+            first = next((c for c in nb.cells if c.cell_type == "markdown"), None)
+            if first is not None and _RUNTIME_LINE.search(first.source):
+                cell = set_links_line(first.source, line)
+                if cell != first.source:
+                    first.source = cell
+                    nbformat.write(nb, ipynb)
+                    changed.append(ipynb)
+    return changed
 
 
 # ----------------------------------------------------------------------------------- checks
@@ -404,9 +533,9 @@ def check_all_equal_fraction(answer: float | None, p: float = 0.9, group_size: i
 def check_binary_flips(answer: float | None, group_sizes: Iterable[int] = (2, 4, 8)) -> Verdict:
     """02, exercise 1: the largest flip probability of the mean and median baselines over
     ``group_sizes`` for binary rewards."""
-    from rlvr_lab.papers.mc_grpo import sign_flip as sf
+    from rlvr_lab.papers.mc_grpo import sign_flip
 
-    expected = max(float(sf.flip_statistics((0.0, 1.0), (0.6, 0.4), g, baseline=b).flip)
+    expected = max(float(sign_flip.flip_statistics((0.0, 1.0), (0.6, 0.4), g, baseline=b).flip)
                    for g in group_sizes for b in ("mean", "median"))
     return check_value("02.1", answer, expected, what="largest flip probability",
                        hint="any baseline computed from 0/1 rewards lies in [0, 1]: what sign "
@@ -654,9 +783,227 @@ def check_rloo_factor(answer: float | None, group_size: int = 8, seed: int = 0) 
                             "write r_i - that mean in terms of r_i - the group mean.")
 
 
+# notebook 07 ---------------------------------------------------------------------------
+
+def spec_rl_reused_fraction(log_lenience: Any, spread: float, length: int) -> np.ndarray:
+    """SPEC-RL's expected reused fraction of an ``length``-token cached response when the
+    per-token log-ratio log(pi_new / pi_old) is Gaussian with spread ``spread`` and mean
+    ``-spread^2 / 2`` (notebook 07's slider): with a = E[min(1, l e^x)] per token,
+    ``sum_{k=1}^{n} a^k / n``."""
+    from scipy import stats
+
+    log_lenience = np.asarray(log_lenience, dtype=np.float64)
+    mu, ell = -spread * spread / 2, np.exp(log_lenience)
+    a = (stats.norm.cdf((mu + log_lenience) / spread)
+         + ell * np.exp(mu + spread * spread / 2)
+         * stats.norm.cdf((-log_lenience - mu - spread * spread) / spread))
+    a = np.minimum(a, 1.0)
+    k = np.arange(1, length + 1)
+    return (a[..., None] ** k).sum(-1) / length
+
+
+def check_half_reuse_lenience(answer: float | None, spread: float = 0.3,
+                              length: int = 12) -> Verdict:
+    """07, exercise 1: the log lenience ln l at which a ``length``-token response keeps half
+    its tokens on average (log-ratio spread ``spread``), to 0.05."""
+    grid = np.linspace(-1.0, 3.0, 4001)
+    reused = spec_rl_reused_fraction(grid, spread, length)
+    expected = float(grid[np.argmax(reused >= 0.5)])
+    hint = ("move the slider's ln l until the right panel's curve for s = 0.3 crosses 0.5, or "
+            "search a grid with course.spec_rl_reused_fraction(grid, 0.3, 12).")
+    if answer is None:
+        return _waiting("07.1", hint)
+    if abs(float(answer) - expected) <= 0.05:
+        return _say(True, "07.1", f"half the tokens are kept at ln l = {expected:.2f} "
+                    f"(l = {np.exp(expected):.2f}); as s -> 0 every l >= 1 keeps them all.",
+                    hint)
+    got = float(spec_rl_reused_fraction(float(answer), spread, length))
+    return _say(False, "07.1", f"at ln l = {float(answer):g} a response keeps "
+                f"{got:.2f} of its tokens on average, not 0.5.", hint)
+
+
+def check_cut_distribution(answer: str | None) -> Verdict:
+    """07, exercise 2: from which distribution must the token at the cut be resampled for
+    l = 1 to be exactly on-policy ('new', 'old' or 'residual')?"""
+    return check_choice("07.2", None if answer is None else str(answer).strip().lower(),
+                        "residual",
+                        why="speculative decoding's guarantee resamples a rejected position "
+                            "from the normalised residual max(0, pi_new - pi_old); resampling "
+                            "from pi_new (SPEC-RL's code) over-weights the tokens pi_old "
+                            "already proposed.",
+                        hint="the accepted tokens already carry min(pi_old, pi_new) of the "
+                             "mass; what is left of pi_new at a rejection?")
+
+
+def check_k3_small_mismatch(answer: float | None, sigma: float = 0.1) -> Verdict:
+    """07, exercise 3: E[k3] = E[rho - log rho - 1] when log rho ~ N(0, sigma^2); the
+    small-mismatch approximation E[(log rho)^2] / 2 = sigma^2 / 2 is accepted too (2%)."""
+    expected = float(np.expm1(sigma * sigma / 2))   # E[e^x] - E[x] - 1, x ~ N(0, sigma^2)
+    hint = (f"k3 = f(log rho) with f(x) = e^x - x - 1 >= 0; f(x) = x^2/2 + O(x^3), and "
+            f"E[x^2] = sigma^2 = {sigma * sigma:g}.")
+    if answer is None:
+        return _waiting(f"07.3, sigma={sigma:g}", hint)
+    if float(answer) < 0:
+        return _say(False, f"07.3, sigma={sigma:g}", "k3 is never negative: e^x - x - 1 "
+                    ">= 0 for every x (convex, minimum 0 at x = 0).", hint)
+    return check_value(f"07.3, sigma={sigma:g}", answer, expected, what="E[k3]", rtol=0.02,
+                       hint=hint)
+
+
+def check_e4m3_outlier_onset(answer: float | None) -> Verdict:
+    """07, exercise 4: the outlier magnitude (ratio of a block's largest entry to the others)
+    from which E4M3 pushes the other entries of a block into subnormals: its largest normal
+    over its smallest normal, read from ``jnp.finfo``; within a factor 2."""
+    import jax.numpy as jnp
+
+    info = jnp.finfo(jnp.float8_e4m3fn)
+    expected = float(info.max) / float(info.smallest_normal)
+    hint = ("a block is scaled so that its largest entry lands on the format's largest value; "
+            "an entry r times smaller lands at max / r. When is that below the smallest "
+            "normal number (jnp.finfo(jnp.float8_e4m3fn))?")
+    if answer is None:
+        return _waiting("07.4", hint)
+    if float(answer) > 0 and abs(np.log2(float(answer) / expected)) <= 1:
+        return _say(True, "07.4", f"{float(info.max):g} / {float(info.smallest_normal):g} = "
+                    f"{expected:g}: beyond about 3e4 the other entries become subnormal.", hint)
+    lands = float(info.max) / float(answer) if float(answer) > 0 else float("nan")
+    where = ("still a normal number" if lands >= float(info.smallest_normal)
+             else "far below the smallest normal")
+    return _say(False, "07.4", f"at {float(answer):g} the other entries land near {lands:.3g}, "
+                f"{where} (the onset is max / smallest normal).", hint)
+
+
+# notebook 08 ---------------------------------------------------------------------------
+
+def purchase_trap_probability(site, horizon: int, task: int = 0) -> float:
+    """The exact probability that the uniform policy reaches the purchase page within
+    ``horizon`` steps of task ``task`` (an episode that succeeds has ended)."""
+    from rlvr_lab.envs import toy_web as W
+    from rlvr_lab.papers.dynaweb import world_model as wm
+
+    kernel = np.asarray(wm.policy_kernel(W.transition_tensor(site), wm.uniform_policy(site)),
+                        np.float64)
+    dist = np.eye(site.num_obs)[int(W.home_obs(site))]
+    win = np.asarray(W.success_obs_mask(site))[task]
+    bought, trapped = int(W.purchased_obs(site)), 0.0
+    for _ in range(horizon):
+        dist = dist @ kernel
+        trapped += dist[bought]
+        dist[bought] = 0.0
+        dist[win] = 0.0
+    return float(trapped)
+
+
+def check_purchase_trap(answer: float | None, site=None, horizon: int | None = None) -> Verdict:
+    """08, exercise 1: the probability that the uniform policy triggers the purchase trap
+    within the horizon, for the first task of ``site``."""
+    hint = ("a dynamic program over observations: push the home observation's distribution "
+            "through the uniform policy's kernel (wm.policy_kernel) `horizon` times, adding the "
+            "mass that reaches PURCHASED and removing it (and the success mass) each step.")
+    if site is None or horizon is None:
+        return _waiting("08.1", hint + " Pass site= and horizon= too.")
+    if answer is None:
+        return _waiting("08.1", hint)
+    return check_value("08.1", answer, purchase_trap_probability(site, horizon),
+                       what="probability of a purchase", rtol=1e-3, atol=1e-9, hint=hint)
+
+
+def check_refresh_steps(answer: int | None, num_steps: int, refresh_every: int = 30) -> Verdict:
+    """08, exercise 2: how many steps of a run of ``num_steps`` steps collect real episodes
+    (refresh the world model) with ``refresh_every`` (the first step included)."""
+    expected = len(range(0, num_steps, refresh_every))
+    return check_value(f"08.2, refresh_every={refresh_every}", answer, expected,
+                       what="refresh steps",
+                       hint="a dreaming arm refreshes at the steps t with t % refresh_every "
+                            "== 0, t = 0 .. num_steps - 1 (dyna.py); each costs "
+                            "refresh_episodes real episodes per task.")
+
+
+def check_expert_advantage(answer: float | None, group_size: int = 8) -> Verdict:
+    """08, exercise 3: GRPO's advantage of one expert success (reward 1) in a group whose
+    other ``group_size - 1`` dreams failed (reward 0)."""
+    import jax.numpy as jnp
+
+    from rlvr_lab import advantages
+
+    rewards = jnp.zeros((1, group_size), jnp.float32).at[0, 0].set(1.0)
+    expected = float(np.asarray(advantages.grpo(rewards))[0, 0])
+    hint = ("(1 - group mean) / (sample std of the group, ddof = 1); without the expert the "
+            "group's rewards are all 0 and every advantage is 0.")
+    if answer is not None and abs(float(answer)) < 1e-9:
+        return _say(False, f"08.3, G={group_size}", "0 is the advantage of the all-failed "
+                    "group *without* the expert; with it the group's rewards differ.", hint)
+    return check_value(f"08.3, G={group_size}", answer, expected,
+                       what="the expert's advantage", rtol=1e-3, hint=hint)
+
+
+# notebook 09 ---------------------------------------------------------------------------
+
+def _final_by_arm(curves, column: str):
+    last = curves[curves.step == curves.step.max()]
+    return last.groupby("arm")[column].mean()
+
+
+def check_argmax_gap(answer: bool | None, curves=None) -> Verdict:
+    """09, exercise 1: does taking the argmax parent (``sar_argmax``) shrink SAR's quality loss
+    (final FD above teacher forcing's)? Judged on your rerun's ``curves`` (arms tf, sar,
+    sar_argmax)."""
+    hint = ("run the solution's study with arms ('tf', 'sar', 'sar_argmax') and pass its "
+            "curves=alt.curves; compare each arm's final FD with tf's.")
+    if answer is None or curves is None:
+        return _waiting("09.1", hint)
+    fd = _final_by_arm(curves, "fd")
+    if not {"tf", "sar", "sar_argmax"} <= set(fd.index):
+        return _say(False, "09.1", f"curves holds the arms {sorted(fd.index)}; the check needs "
+                    "tf, sar and sar_argmax.", hint)
+    gap_sar, gap_argmax = fd["sar"] - fd["tf"], fd["sar_argmax"] - fd["tf"]
+    shrinks = bool(gap_argmax < gap_sar)
+    why = (f"FD above teacher forcing: sar {gap_sar:+.3f}, sar_argmax {gap_argmax:+.3f} "
+           f"({'smaller' if shrinks else 'not smaller'} with argmax parents).")
+    if bool(answer) == shrinks:
+        return _say(True, "09.1", why, hint)
+    return _say(False, "09.1", f"your run says otherwise: {why}", hint)
+
+
+def check_distill_scale(answer: int | None, scales=None) -> Verdict:
+    """09, exercise 2: the scale index whose train-test mismatch changes most between ``sar``
+    and ``sar_distill``, judged on your rerun's ``scales`` table (mean over seeds)."""
+    hint = ("run the study with arms ('tf', 'sar', 'sar_distill') and pass scales=alt.scales; "
+            "compare the mean `mismatch` of the two arms scale by scale.")
+    if answer is None or scales is None:
+        return _waiting("09.2", hint)
+    m = scales.groupby(["arm", "scale"]).mismatch.mean().unstack("scale")
+    if not {"sar", "sar_distill"} <= set(m.index):
+        return _say(False, "09.2", f"scales holds the arms {sorted(m.index)}; the check needs "
+                    "sar and sar_distill.", hint)
+    change = (m.loc["sar_distill"] - m.loc["sar"]).abs()
+    expected = int(change.idxmax())
+    return check_value("09.2", answer, expected, what="scale index with the largest change",
+                       hint=hint)
+
+
+def check_perfect_base(answer: bool | None) -> Verdict:
+    """09, exercise 3: with a base whose one-step predictions are always right, do SAR's
+    student-pass contexts differ from teacher forcing's?"""
+    return check_choice("09.3", answer, False,
+                        why="the staggered rollout's contexts are the base's own one-step "
+                            "predictions of each parent; where the base is right they equal "
+                            "the ground truth, so SAR and teacher forcing coincide and the "
+                            "harm scales with the base's one-step error.",
+                        hint="where does an SSR context differ from the ground-truth parent?")
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m rlvr_lab.course``: regenerate the course table of notebooks/README.md."""
+    """``python -m rlvr_lab.course``: regenerate the course table of notebooks/README.md and,
+    once the repository URL is declared, write the Colab / nbviewer links into it and into
+    every notebook's header cell."""
     print(f"wrote {sync_course_block()}")
+    changed = sync_links()
+    if changed:
+        print("links written into", ", ".join(str(p) for p in changed))
+    elif not links_available(repository_url()):
+        print("no repository URL declared ([project.urls] Repository in pyproject.toml): "
+              "no Colab / nbviewer links written")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ import inspect
 import json
 import math
 import os
-import pkgutil
 import sys
 import threading
 import time
@@ -47,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from rlvr_lab import claims as claims_engine
+from rlvr_lab import discovery
 from rlvr_lab import io as _io
 from rlvr_lab import plotting
 from rlvr_lab._registry import Registry, positive_int
@@ -129,6 +129,17 @@ class Claim:
                    measured=fields["estimate"], criterion=s.criterion,
                    verdict=decision.verdict, reason=decision.reason, setting=s.setting,
                    paper_ref=s.paper_ref, **fields)
+
+    @classmethod
+    def not_run(cls, spec: claims_engine.Declared, reason: str) -> Claim:
+        """The row of a declared claim this run did not decide: its declaration, no numbers,
+        verdict ``not evaluated``."""
+        return cls(id=spec.id, paper=spec.paper, statement=spec.statement,
+                   paper_value=spec.paper_value, measured=math.nan, criterion=spec.criterion,
+                   verdict="not evaluated", reason=reason, setting=spec.setting,
+                   paper_ref=spec.paper_ref, rule=spec.rule, threshold=spec.threshold,
+                   fail_threshold=spec.fail_threshold, direction=spec.direction,
+                   level=spec.level, unit=spec.unit, estimand=spec.estimand)
 
     @property
     def passed(self) -> bool | None:
@@ -222,26 +233,43 @@ class Context:
         return random_streams.stream(jax.random.key(self.seed), name)
 
     def _specs(self) -> list[claims_engine.Declared]:
+        """The declared claims this run decides (a quick run leaves out ``full_only`` ones)."""
         if not self.declared:
             raise RuntimeError(f"experiment {self.name!r} declares no claims as "
                                "rlvr_lab.claims.Declared objects")
-        return list(self.declared)
+        return [s for s in self.declared if not (self.quick and s.full_only)]
+
+    def skipped(self) -> frozenset[str]:
+        """Ids of the claims this run does not decide (``full_only`` claims in a quick run):
+        their arms need not run."""
+        return frozenset(s.id for s in self.declared if self.quick and s.full_only)
+
+    def _in_declared_order(self, decided: list[Claim]) -> list[Claim]:
+        """``decided`` with a ``not evaluated`` row for each skipped claim, in declared order."""
+        rows = {c.id: c for c in decided}
+        rows |= {s.id: Claim.not_run(s, f"quick mode skips it ({s.full_only}); the full "
+                                        "reproduction decides it")
+                 for s in self.declared if s.id in self.skipped()}
+        return [rows[s.id] for s in self.declared]
 
     def decide(self, samples, *, seeds_per_base: int = 1) -> list[Claim]:
         """Decide every declared claim of this experiment from ``{claim id: sample}`` (one
-        look; see :func:`rlvr_lab.claims.decide_all`)."""
-        return [Claim.from_decision(d) for d in claims_engine.decide_all(
-            self._specs(), samples, seeds_per_base=seeds_per_base)]
+        look; see :func:`rlvr_lab.claims.decide_all`); samples of skipped claims are ignored."""
+        samples = {k: v for k, v in samples.items() if k not in self.skipped()}
+        return self._in_declared_order([Claim.from_decision(d) for d in claims_engine.decide_all(
+            self._specs(), samples, seeds_per_base=seeds_per_base)])
 
     def sequential(self, measure) -> tuple[list[Claim], claims_engine.SequentialResult]:
         """Decide every declared claim with seeds nested in SFT bases, adding batches of bases
         while a claim is undecided (:func:`rlvr_lab.claims.decide_sequentially` with this
-        run's :attr:`plan`). ``measure(bases, open_ids) -> {claim id: sample}``."""
+        run's :attr:`plan`). ``measure(bases, open_ids) -> {claim id: sample}``; skipped
+        claims are never among ``open_ids``."""
         if self.plan is None:
             raise RuntimeError(f"experiment {self.name!r} has no SeedPlan; pass plan= and "
                                "quick_plan= to @experiment")
         result = claims_engine.decide_sequentially(self._specs(), measure, self.plan)
-        return [Claim.from_decision(d) for d in result.decisions], result
+        return self._in_declared_order([Claim.from_decision(d) for d in result.decisions]), \
+            result
 
     def progress(self, iterable: Iterable, desc: str,
                  total: int | None = None) -> Iterable[Any]:
@@ -388,35 +416,16 @@ SIMULATIONS_DIR = Path(__file__).resolve().parents[1] / "simulations"
 
 
 def _simulations_package():
-    """The ``simulations`` package next to ``rlvr_lab``, imported by its path.
+    """The ``simulations`` package next to ``rlvr_lab``, imported by its path
+    (:func:`rlvr_lab.discovery.load` with ``path``).
 
     ``simulations`` is a common name: a plain ``import`` would pick up any folder of that name
     in the working directory first. Importing by path under the same name keeps the modules'
-    own ``from simulations import ...`` working. Raises ImportError (with the reason) when the
-    folder is missing or a different ``simulations`` is already imported.
+    own ``from simulations import ...`` working. Raises ImportError (one line, with the reason)
+    when the folder is missing or a different ``simulations`` is already imported.
     """
-    init = SIMULATIONS_DIR / "__init__.py"
-    loaded = sys.modules.get("simulations")
-    if loaded is not None:
-        paths = [Path(p).resolve() for p in getattr(loaded, "__path__", [])]
-        if SIMULATIONS_DIR in paths:
-            return loaded
-        raise ImportError(f"a different package named 'simulations' is already imported "
-                          f"(from {', '.join(map(str, paths)) or loaded!r}); the experiments "
-                          f"live in {SIMULATIONS_DIR}")
-    if not init.is_file():
-        raise ImportError(f"no experiment modules: {init} does not exist (rlvr_lab installed "
-                          "without its simulations/ folder)")
-    spec = importlib.util.spec_from_file_location(
-        "simulations", init, submodule_search_locations=[str(SIMULATIONS_DIR)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["simulations"] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules["simulations"]
-        raise
-    return module
+    discovery.load("simulations", (), path=SIMULATIONS_DIR)
+    return sys.modules["simulations"]
 
 
 def load_all() -> None:
@@ -431,18 +440,7 @@ def load_all() -> None:
     if _LOADED:
         return
     _LOADED = True
-    try:
-        package = _simulations_package()
-    except Exception as err:  # noqa: BLE001 - reported, not swallowed
-        LOAD_ERRORS["__init__"] = f"{type(err).__name__}: {err}"
-        return
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        try:
-            importlib.import_module(f"simulations.{info.name}")
-        except Exception as err:  # noqa: BLE001 - reported, not swallowed
-            LOAD_ERRORS[info.name] = f"{type(err).__name__}: {err}"
+    discovery.load("simulations", path=SIMULATIONS_DIR, errors=LOAD_ERRORS)
 
 
 def registry() -> dict[str, Experiment]:
@@ -1245,6 +1243,35 @@ def show_committed_figure(name: str, width: int = 720) -> Path | None:
     print(f"{name}: the committed full-run figure ({path.name})")
     _show_png(path, width)
     return path
+
+
+def committed_claims(names: str | Iterable[str], claim_ids: Iterable[str] | None = None,
+                     path: str | Path | None = None) -> pd.DataFrame:
+    """The committed full run's ``claims.csv`` rows of experiment(s) ``names`` (optionally
+    only ``claim_ids``): what a quick notebook shows for a study it does not run at full size.
+    ``path`` defaults to ``<figures>/claims.csv``. An empty frame (with a line saying so) when
+    there is no such file or row."""
+    path = Path(path) if path is not None else plotting.figures_dir() / "claims.csv"
+    names = [names] if isinstance(names, str) else list(names)
+    if not path.is_file():
+        print(f"no committed full-run claims at {path}")
+        return pd.DataFrame()
+    df = pd.read_csv(path)
+    df = df[df.experiment.isin(names)]
+    if claim_ids is not None:
+        df = df[df.claim.isin(list(claim_ids))]
+    if df.empty:
+        print(f"no committed full-run claims of {', '.join(names)} in {path}")
+    df = df.reset_index(drop=True)
+    df.attrs["source"] = str(path)
+    return df
+
+
+def committed_table(name: str, path: str | Path | None = None) -> pd.DataFrame:
+    """A table the committed full run saved, ``<figures>/data/<name>.csv.gz`` (``path``
+    overrides the folder)."""
+    folder = Path(path) if path is not None else plotting.figures_dir() / "data"
+    return pd.read_csv(folder / f"{name}.csv.gz")
 
 
 def _show_png(path: Path, width: int) -> bool:

@@ -1,4 +1,5 @@
-"""APRIL on the tiny transformer: what to do with the stale prefix of a resumed response.
+"""APRIL (arXiv:2509.18521) on the tiny transformer: what to do with the stale prefix of a
+resumed response.
 
 APRIL (``rlvr_lab.papers.systems.partial``) over-provisions r·N groups (r = 2), stops the round
 when N groups are complete, and resumes the unfinished responses next step under the new
@@ -14,26 +15,18 @@ TIS. We compare, with ``tiny_grpo``'s GRPO settings on the heavy-tailed task:
 The task is :mod:`rlvr_lab.envs.search` (``sft.PRESETS["search"]``): a worked linear scan whose
 length follows P(k) ~ 1/k, so responses are 3-11 tokens with most short and a few long -- the
 length profile where partial rollouts matter. Its SFT base saw half its demonstrations scan
-one digit too far, so synchronous GRPO has a large gain to make: the positive control.
+one digit too far, so synchronous GRPO has a large gain to make: the positive control
+``april_prefix_sync_learns`` gates the study.
 
-All four share the key, so seed ``s`` starts from the same problems (paired seeds). A
-*staleness stress* panel (not APRIL) resumes buffered groups only after ``STRESS_DELAY`` extra
-steps, so the prefixes lag by ``STRESS_DELAY + 1`` versions or more.
+Seeds are nested in SFT bases of the search preset. All four arms share the key, so seed ``s``
+starts from the same problems (paired seeds); the estimands are per-seed numbers of final
+held-out pass@1 and of the stale-token fraction. Masking and TIS are each compared with
+``none`` on their own (the former claim tested both at once). A *staleness stress* panel (not
+APRIL) resumes buffered groups only after ``STRESS_DELAY`` extra steps, so the prefixes lag by
+``STRESS_DELAY + 1`` versions or more.
 
-Claims (:mod:`rlvr_lab.claims`; seeds nested in SFT bases of the search preset, every arm
-paired within a seed; per-seed estimands of final held-out pass@1):
-
-- ``april_prefix_sync_learns`` (the positive control): synchronous GRPO minus the SFT base,
-  superiority above 0; when it does not pass, the other pass/fail verdicts are inconclusive.
-- ``april_prefix_off_policy_tokens``: stale-token fraction of APRIL-none (steps >= WARMUP)
-  minus 40%, equivalence within +-20 pp (the window of ``systems_april``, around the README's
-  ~40%).
-- ``april_prefix_accuracy_vs_sync``: APRIL-none minus synchronous, non-inferiority at margin
-  ``MARGIN_VS_SYNC`` = 0.02 (smaller than the paper's +2.1 pp, so a pass cannot hide a loss as
-  large as the gain the paper claims; the old margin was 0.05).
-- ``april_prefix_treatments_equal`` (mask - none) and ``april_prefix_tis_equal`` (TIS - none):
-  equivalence within +-``MARGIN`` = 0.05 each (the old claim tested both at once; no paper
-  value to stay below).
+The claims are declared once below (``CLAIMS``) with their paper values, locations, estimands
+and rules; ``figures/claims.csv`` has their verdicts.
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""CurES: which prompts to train on and how many rollouts each (E3's allocation as a comparison).
+"""CurES (arXiv:2510.01037): which prompts to train on and how many rollouts each (E3's
+allocation as a comparison).
 
 Three experiments; the computation is in :mod:`rlvr_lab.papers.cures` (``study`` for the bank,
 ``small`` for the tiny transformer), this module declares the claims and draws the figures.
@@ -9,36 +10,21 @@ Three experiments; the computation is in :mod:`rlvr_lab.papers.cures` (``study``
   (mean-field) gradient dynamics under each sampling rule: steps to a target accuracy; (b)
   rollout allocation: total variance of the stochastic gradient at a fixed budget for uniform,
   Neyman (exact sigma), sqrt(p(1-p)) (CurES), the same from a 4-rollout posterior, DARS ET/HW
-  (rescaled to the budget) and E3, analytic and Monte Carlo.
+  (rescaled to the budget) and E3, analytic and Monte Carlo. With the exact p the allocation
+  is optimal by construction (the variance table reports it), so the allocation claim uses
+  independent 4-rollout stage-0 posteriors.
 ``cures_study`` (bank) training at an equal rollout budget per step (B·G): uniform GRPO,
   DAPO dynamic sampling (its refills charged), CurES sampling only, allocation only, both,
   the authors' code form, E3 (n_max 12 and 16); every arm from the same key (paired seeds).
+  Two banks: bimodal (what a curriculum targets) and hard (most prompts hard).
 ``cures_small`` (small model) CurES (posterior prompt sampling + Neyman allocation) vs uniform
-  GRPO on the tiny transformer at equal rollouts, seeds nested in SFT bases (a SeedPlan).
+  GRPO on the tiny transformer at equal rollouts, seeds nested in SFT bases (a SeedPlan),
+  arms paired within a seed; the positive control ``cures_small_grpo_beats_base`` (uniform
+  GRPO gains over its base) gates the study.
 (E3's entropy-targeting temperature and E3 on the small model are in ``simulations/e3.py``.)
 
-Claims (declared below, decided by :mod:`rlvr_lab.claims`):
-
-- ``allocation_lowers_gradient_variance`` (threshold, > 1): per independent 4-rollout
-  stage-0 posterior, the analytic gradient-variance ratio uniform / CurES at 8 rollouts per
-  prompt, the smaller of the two banks' ratios. With the exact p the allocation is optimal by
-  construction (the variance table reports it).
-- ``sampling_sets_convergence_rate`` (threshold, > 1, one deterministic value): steps to half
-  of uniform's final gain, uniform / CurES (t = 0.1), exact mean-field dynamics, bimodal bank.
-- ``cures_fewer_rollouts_to_target`` (superiority, > 0): per paired seed, ln(rollouts to
-  the target, uniform / CurES both), the smaller of the two banks (bimodal: what a curriculum
-  targets; hard: most prompts hard); a seed that never reaches the target counts as the run's
-  whole budget.
-- ``cures_small_grpo_beats_base`` (the positive control, superiority > 0): uniform GRPO's
-  held-out pass@1 gain over its SFT base.
-- ``cures_small_final_accuracy`` (superiority, > +0.015 both ways): final held-out pass@1,
-  CurES - GRPO per paired seed. +0.015 is under half the paper's smaller gain (+3.30 points at
-  1.5B): pass if the gain is surely above it, fail if surely below.
-- ``cures_small_rollouts_to_target`` (superiority, > 0): rollouts until held-out pass@1
-  first reaches base + ½ (GRPO's final - base) of the seed's base, GRPO - CurES per paired
-  seed (never reaching counts as the whole run).
-- ``cures_small_posterior_finds_informative`` (superiority, < 0): the zero-advantage group
-  fraction over the run, CurES - GRPO per paired seed.
+The claims are declared once below (``THEORY_CLAIMS``, ``STUDY_CLAIMS``, ``SMALL_CLAIMS``) with
+their paper values, locations, estimands and rules; ``figures/claims.csv`` has their verdicts.
 """
 from __future__ import annotations
 

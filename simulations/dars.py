@@ -13,46 +13,25 @@ theory tables, ``small_study`` for the transformer, ``figures``):
   vs 4 mini-batch updates per step); quick mode runs GRPO N=8/N=32, DARS-ET/HW and DARS-HW +B.
   Pass@1 / pass@k (exact population values ``1-(1-p)^k``, and the unbiased estimator from 128
   samples at the end), token entropy and rollouts spent, at equal steps and at equal rollout
-  budget. In the bank prompts share no parameters, so the sharpening cost of N=32 and the
-  gradient-noise side of breadth cannot show there: ``dars_small`` repeats the study where
-  they can.
+  budget (GRPO N=8's total rollouts). In the bank prompts share no parameters, so the
+  sharpening cost of N=32 and the gradient-noise side of breadth cannot show there:
+  ``dars_small`` repeats the study where they can.
 * ``dars_small`` (small model) — the tiny transformer of ``tiny_grpo`` (SFT base with
   carry-dropping demonstrations, binary verifier), DARS's advantage ``r - mean`` for every arm:
   GRPO N=8, GRPO N=32, DARS-ET (N=8, n_max=32), DARS-HW (n_max=64) and breadth +B (4x the
   prompts per step in one full-batch update). The **headline is equal budget**: GRPO N=8 runs
   on until its rollouts equal each DARS arm's measured total for that SFT base, and each DARS
   arm is compared with GRPO at its own rollouts; equal steps is a claim of its own. Seeds are
-  nested in SFT bases (``SMALL_PLAN``). The depth x breadth 2x2 adds DARS-HW +B (4x the
-  prompts per step, stopped at the step whose rollouts lie closest to DARS-HW's total), run
-  only while ``dars_breadth_depth_orthogonal`` is open; DARS-ET-B is not run.
+  nested in SFT bases (``SMALL_PLAN``), arms paired within a seed (same key); the positive
+  control ``small_grpo_raises_pass1`` (GRPO N=8 gains over its base) gates the study. The
+  depth x breadth 2x2 adds DARS-HW +B (4x the prompts per step, stopped at the step whose
+  rollouts lie closest to DARS-HW's total), run only while ``dars_breadth_depth_orthogonal``
+  is open; each DARS cell is compared with GRPO at its own rollouts; DARS-ET-B is not run.
+  Quick mode runs GRPO N=8, GRPO N=32 and DARS-ET only: the claims that need DARS-HW or +B
+  are full-run only.
 
-Claims (declared in ``THEORY_CLAIMS``, ``STUDY_CLAIMS``, ``SMALL_CLAIMS``; decided by
-``rlvr_lab.claims``, pass / fail / inconclusive from 95% intervals; paired differences are
-per seed, same key):
-
-- ``cumulative_advantage_peak`` — exact: the errors (argmax - 0.5, the values at a = 0 and 1,
-  the count of interior points <= 0; plug-in and expected, both scales) are all below 1e-9.
-- superiority above 0 of a paired difference: ``dars_raises_passk_{et,hw}`` (pass@128, equal
-  steps), ``..._equal_budget`` (at GRPO N=8's total rollouts), ``naive_n32_speeds_early``
-  (pass@1 at 20% of the steps); ``small_dars_passk_equal_budget``,
-  ``small_dars_hw_passk_equal_budget`` (held-out pass@k_max at equal rollouts),
-  ``small_dars_passk_equal_steps``, ``small_naive_n32_speeds_early``,
-  ``small_breadth_raises_pass1_equal_rollouts``, ``small_breadth_entropy_higher_equal_pass1``;
-  and the positive control ``small_grpo_raises_pass1`` (GRPO N=8's held-out pass@1 gain over
-  the SFT base; if it does not pass, the other small-model verdicts are inconclusive).
-- "for every method" / "both" claims (``breadth_raises_pass1``,
-  ``breadth_keeps_entropy_higher``, ``breadth_keeps_entropy_higher_equal_pass1``,
-  ``dars_b_both``) use the per-seed minimum of their parts, superiority above 0.
-- ``naive_n32_early_not_final`` / ``small_naive_n32_early_not_final`` — non-inferiority the
-  other way: N=32 - N=8 final pass@k below +0.01 (a margin below the paper's smallest DARS gain,
-  +1.6 pp Pass@128), fail when wholly above it.
-- ``dars_breadth_depth_orthogonal`` — equivalence: the interaction (DARS-HW +B - GRPO N=8 +B)
-  - (DARS-HW - GRPO N=8), each DARS cell against GRPO at its own rollouts, within +-0.0125
-  (half of DARS-HW's +2.5 pp Pass@128 gain) passes, wholly beyond +-0.025 fails.
-- ``dars_no_extra_cost_at_convergence`` / ``small_..._at_convergence`` — threshold: DARS's
-  rollouts per step at the end of the run / (B N) below 1.1 (the bank: max of ET and HW over
-  the last 10% of steps; small: DARS-ET over the last quarter).
-
+The claims are declared once below (``THEORY_CLAIMS``, ``STUDY_CLAIMS``, ``SMALL_CLAIMS``) with
+their paper values, locations, estimands and rules; ``figures/claims.csv`` has their verdicts.
 The functions below are also what ``notebooks/03_dars.ipynb`` calls, so the figures agree.
 """
 from __future__ import annotations
@@ -233,6 +212,9 @@ def study_claims(result: dict, s: StudySettings) -> list[experiments.Claim]:
 # (+27-37%), the full run (2094 s in figures/timings.json) ~2650-2870 s if it stays open to
 # the last look (estimated from the arms' rollouts per step, not timed).
 SMALL_PLAN = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=4)
+# DARS-HW and the two +B arms cost about half of dars_small's quick time (142 -> 225 s warm
+# when the +B arms came); quick runs skip the claims only they serve (claims.Declared.full_only)
+FULL_ONLY = "DARS-HW and the +B arms would double dars_small's quick time"
 HELD = "held-out pass@k_max (k_max: 64 full, 8 quick)"
 PAPER_ET = f"Pass@128 {P['DARS-ET'][1]} vs {P['GRPO'][1]} (Qwen2.5-Math-1.5B)"
 SMALL_CLAIMS = (
@@ -267,19 +249,22 @@ SMALL_CLAIMS = (
          f"{HELD} of DARS-HW at step S minus GRPO N=8 at the step where its rollouts equal "
          "DARS-HW's own, per seed", "pass@k", f"Pass@128 {P['DARS-HW'][1]} vs {P['GRPO'][1]}",
          paper_ref=README_TABLE,
-         note="GRPO N=8 is read at DARS-HW's own budget (it was DARS-ET's, 1.32x less)"),
+         note="GRPO N=8 is read at DARS-HW's own budget (it was DARS-ET's, 1.32x less)",
+         full_only=FULL_ONLY),
     _sup("small_breadth_raises_pass1_equal_rollouts",
          "breadth (4x the prompts per step, one full-batch update) raises held-out pass@1 at "
          "equal rollouts and equal updates per prompt",
          "held-out pass@1 of +B at step S/4 minus GRPO N=8 at step S (same rollouts), per "
          "seed", "pass@1",
          f"Avg@128 ET {P['DARS-ET'][0]}->{P['DARS-ET-B'][0]}, HW {P['DARS-HW'][0]}->"
-         f"{P['DARS-HW-B'][0]} (equal steps)", paper_ref=README_TABLE),
+         f"{P['DARS-HW-B'][0]} (equal steps)", paper_ref=README_TABLE,
+         full_only=FULL_ONLY),
     _sup("small_breadth_entropy_higher_equal_pass1",
          "breadth keeps token entropy higher at equal progress",
          "token entropy (+B minus GRPO N=8) when the smoothed batch pass@1 first reaches 0.9 x "
          "the lower of the seed's two final values, per seed", "nats",
-         "higher token entropy with large breadth (curves)"),
+         "higher token entropy with large breadth (curves)",
+         full_only=FULL_ONLY),
     Claim("dars_breadth_depth_orthogonal", rule="equivalence", direction="<",
           threshold=ORTHOGONAL_MARGIN, fail_threshold=ORTHOGONAL_FAIL, level=0.90,
           statement="depth (DARS-HW) and breadth (4x the prompts per step, one full-batch "
@@ -295,7 +280,7 @@ SMALL_CLAIMS = (
           note=f"margin {ORTHOGONAL_MARGIN:.4g} = half of DARS-HW's Pass@128 gain (82.1 - "
                f"79.6 = +2.5 pp, README 1.5B rows), fail beyond {ORTHOGONAL_FAIL:.3g} = the "
                "whole gain; 90% interval (TOST at 5%); all four cells at DARS-HW's rollouts "
-               "(to within half a step of DARS-HW +B)"),
+               "(to within half a step of DARS-HW +B)", full_only=FULL_ONLY),
 )
 # the arms each small-model claim needs besides GRPO N=8 (a base added while some claims are
 # still open runs only theirs)

@@ -6,8 +6,8 @@ Experiments (the computation lives in :mod:`rlvr_lab.papers.mc_grpo`: ``study`` 
 
 * ``mc_grpo_sign_flip`` (theory) — exact (discrete laws) and Monte Carlo (continuous laws)
   sign-flip and zeroing probabilities of the mean baseline on G rollouts, the compute-matched
-  mean on G+1 rollouts and the median on G+1 rollouts (pivot dropped), over reward laws and G;
-  the map of where the median helps.
+  mean on G+1 rollouts and the median on G+1 rollouts (pivot dropped), over reward laws and G
+  (:data:`GROUP_SIZES`); the map of where the median helps.
 * ``mc_grpo_training`` (bank) — the G-sweep on the prompt bank with the {0, 1.5, 2} format +
   correctness reward: GRPO (G), MC-GRPO (G+1, scales mad/std/none), compute-matched GRPO
   (G+1, drop one at random).
@@ -24,44 +24,23 @@ Experiments (the computation lives in :mod:`rlvr_lab.papers.mc_grpo`: ``study`` 
   compute-matched baseline (G+1, mean/std over all, smallest-|reward| rollout dropped:
   ``grpo_drop_min_abs``); quick: G=2 and GRPO G=8 (B=16, 14 steps); full: G in {2, 4, 8}
   plus MC-GRPO std/mad without the rescale at G=2 (B=32, 60 steps). Seeds are nested in SFT
-  bases (quick: 2 bases x 2 seeds; full: :data:`SMALL_PLAN`).
+  bases (quick: ``tiny_grpo.QUICK_PLAN``, 3 bases x 1 seed; full: :data:`SMALL_PLAN`); every
+  comparison is the per-seed difference of two arms trained with the same seed key from the
+  same SFT base. The positive control ``small_grpo_g8_raises_pass1`` (GRPO G=8 gains over its
+  base) gates the study. Full runs add MC-GRPO vs the authors' mean baseline (``--mc=False``)
+  at G=2 under the GRPO, DAPO (clip-higher, token mean) and GSPO (sequence-level ratio) losses
+  (:data:`study.LOSSES`, six extra arms, only final pass@1 evaluated); the across-losses claim
+  averages the three paired gains per seed (both its pass and its fail are sound, unlike a
+  per-seed minimum, whose fail side is biased low), and each loss's gain is also decided on
+  its own: "consistent across losses" is the four together. The gap closure is also reported
+  as a ratio with Fieller's interval.
 * ``mc_grpo_bank_authors`` (bank) — the same arms, options and claims (``bank_*``) on the
   prompt bank, so the two settings sit side by side.
 
-Claims (declared below, decided by :mod:`rlvr_lab.claims`; every comparison is the per-seed
-difference of two arms trained with the same seed key, from the same SFT base):
-
-* ``flip_reduction_g2`` (threshold, exact enumeration): relative flip reduction
-  (P_mean(G=2) - P_median(G+1=3)) / P_mean(G=2) above 0 on the paper-like law.
-* ``median_helps_only_small_g`` (threshold, exact): the largest G in :data:`GROUP_SIZES`
-  at which median(G+1) flips less than mean(G) lies below 3.5 (i.e. not at G >= 4; that it
-  helps at G=2 is ``flip_reduction_g2``).
-* ``g2_matches_g8_within_1pct`` (bank, equivalence, margin 0.01, 90% interval = TOST at 5%):
-  MC-GRPO mad (G=2) - GRPO (G=8) final success probability. ``mc_grpo_improves_g2``
-  (superiority > 0): MC-GRPO mad (G=2) - GRPO (G=2).
-* ``mad_binary_one_over_eps`` (exact, tolerance 1e-4): the relative error of |A| against
-  1/eps over every kept non-zero advantage of a sampled binary batch (G+1=5).
-* ``small_*`` / ``bank_*`` (the G-sweep in the authors' setup): ``mc_improves_g2``
-  (superiority > 0 of MC(2) - GRPO(2)); ``g2_matches_g8_within_1pct`` (equivalence of
-  MC(2) - GRPO(8), margin 0.01 as the paper's "within 1%", 90% interval = TOST at 5%);
-  ``gap_closure`` (superiority > 0 of (MC(2) - GRPO(2)) - 0.5 (GRPO(8) - GRPO(2)): MC-GRPO
-  recovers more than half the G=2 -> G=8 gain; the ratio with Fieller's interval is a table);
-  ``beats_compute_matched`` (superiority > 0 of MC(2) - drop-min(2)); ``median_lowers_flips``
-  (threshold > 0 of the relative flip reduction at G=2 on the per-prompt reward laws: one
-  value per SFT base for the small model, exact on the bank's initial laws).
-  ``small_grpo_g8_raises_pass1`` is the small study's positive control (GRPO G=8 ends above
-  its SFT base, superiority > 0); when it does not pass, the study's other claims are
-  inconclusive.
-* ``mc_grpo_across_losses`` (small model, superiority > 0, fail 0): MC-GRPO minus the authors'
-  mean baseline (``--mc=False``: G+1, drop min|r|) at G=2 under the GRPO, DAPO (clip-higher,
-  token mean) and GSPO (sequence-level ratio) losses (:data:`study.LOSSES`, six extra arms, only
-  final pass@1 evaluated); per seed the mean of the three paired gains (the gain averaged over
-  the losses: both its pass and its fail are sound, unlike a per-seed minimum, whose fail side
-  is biased low), and ``mc_grpo_across_losses_{grpo,dapo,gspo}`` decide each loss's gain on
-  its own (superiority > 0, fail 0): "consistent across losses" is the four together.
-
-The functions re-exported below are also what ``notebooks/02_mc_grpo.ipynb`` calls, so the
-figures agree.
+The claims are declared once below (``SIGN_FLIP_CLAIMS``, ``TRAINING_CLAIMS``,
+``PITFALL_CLAIMS``, ``SMALL_CLAIMS``, ``BANK_CLAIMS``) with their paper values, locations,
+estimands and rules; ``figures/claims.csv`` has their verdicts. The functions re-exported
+below are also what ``notebooks/02_mc_grpo.ipynb`` calls, so the figures agree.
 """
 from __future__ import annotations
 
@@ -318,6 +297,11 @@ LOSS_REF = (f"{REF} abstract ('across various GRPO-family methods ... consistent
             "~l.2557-2570)")
 
 
+# the six loss arms took mc_grpo_small's quick time from 64 to 101 s warm (178 s cold, six
+# more compiles): quick runs skip the across-losses claims (claims.Declared.full_only)
+LOSSES_FULL_ONLY = "its six loss arms would make mc_grpo_small's quick run ~1.6x longer"
+
+
 def across_losses_claims() -> tuple[claims.Declared, ...]:
     """``mc_grpo_across_losses`` (the gain averaged over the three losses, per seed) and
     one claim per loss (``_grpo``, ``_dapo``, ``_gspo``): threshold 0 (the paper's per-loss
@@ -336,7 +320,7 @@ def across_losses_claims() -> tuple[claims.Declared, ...]:
         note="the average over losses (a per-seed minimum would bias the fail side low: "
              "E[min] <= the smallest mean gain); whether each loss helps is decided by "
              "_grpo/_dapo/_gspo. GSPO goes beyond the paper's losses (its authors' trainer "
-             "has the switch)")]
+             "has the switch)", full_only=LOSSES_FULL_ONLY)]
     for loss, text in LOSS_TEXT.items():
         gspo = loss == "GSPO"
         out.append(claims.Declared(
@@ -348,7 +332,8 @@ def across_losses_claims() -> tuple[claims.Declared, ...]:
             paper_ref=(f"{LOSS_REF}; importance_sampling_level 'sequence' ~l.2496-2502 "
                        "(inferred)") if gspo else LOSS_REF,
             estimand=f"{PAIR}, {loss} loss, {final}", unit="held-out pass@1",
-            rule="superiority", direction=">", threshold=0.0, fail_threshold=0.0))
+            rule="superiority", direction=">", threshold=0.0, fail_threshold=0.0,
+            full_only=LOSSES_FULL_ONLY))
     return tuple(out)
 
 
@@ -402,7 +387,8 @@ def small_experiment(ctx):
     """MC-GRPO vs GRPO vs the authors' compute-matched baseline on the tiny transformer, G-sweep
     with a three-level partial-credit reward."""
     base = small_base(ctx.quick)
-    loss_arms = study.loss_configs(base)   # the across-losses arms (G=2, three losses)
+    # the across-losses arms (G=2, three losses); quick runs skip their claims
+    loss_arms = {} if study.ACROSS in ctx.skipped() else study.loss_configs(base)
     configs = small_configs(base, small_arms(ctx.quick)) | loss_arms
     spb = ctx.plan.seeds_per_base
     runs: dict = {name: [] for name in configs}
@@ -443,8 +429,9 @@ def small_experiment(ctx):
                    "mc_grpo_small_closure")
     ctx.save_figure(plot_small({k: r for k, r in merged.items() if k not in loss_arms}, flips,
                                paper_flips), "mc_grpo_small")
-    ctx.save_figure(plot_losses({k: heldout_pass1(r)[-1] for k, r in merged.items()}),
-                    "mc_grpo_small_losses")
+    if loss_arms:
+        ctx.save_figure(plot_losses({k: heldout_pass1(r)[-1] for k, r in merged.items()}),
+                        "mc_grpo_small_losses")
     plt.close("all")
     return decided
 

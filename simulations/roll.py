@@ -1,43 +1,37 @@
 """ROLL (arXiv:2506.06122): the rollout scheduler's abort, device mappings, and where
-colocated or disaggregated GPUs win.
+colocated or disaggregated GPUs win. The computation lives in ``rlvr_lab.papers.roll``
+(``scheduler``, ``engine``, ``mapping``, ``distributed``, ``simulator``).
 
-Claims (declared below as ``rlvr_lab.claims.Declared``, decided by the engine; thresholds
-fixed before the run). The small-model part nests seeds in SFT bases of the heavy-tailed
-search task (``sft.PRESETS["search"]``; :data:`FULL_PLAN` 3 bases x 2 seeds, one more base
-while undecided, up to 4; quick 2 x 2); every arm of a base uses the same key, so the
-responses are identical up to the stop:
+The small-model part nests seeds in SFT bases of the heavy-tailed search task
+(``sft.PRESETS["search"]``; :data:`FULL_PLAN` 3 bases x 2 seeds, one more base while
+undecided, up to 4; quick 2 x 2); every arm of a base uses the same key, so the responses are
+identical up to the stop. The positive control ``roll_grpo_raises_pass1`` (GRPO trained on
+ROLL's batches, quick: 2 steps, full: 20, raises held-out pass@1 over the SFT base, same
+evaluation keys before and after) gates the study.
 
-- ``roll_grpo_raises_pass1`` (positive control): GRPO trained on ROLL's batches (quick: 2
-  steps, full: 20) raises held-out pass@1 over the SFT base (same evaluation keys before and
-  after): superiority above 0. When it does not pass, the engine turns the other claims'
-  pass/fail into inconclusive.
-- ``roll_abort_saves_tokens``: DAPO dynamic sampling over ``r = 2`` x B launched groups. The
-  finish-everything filter runs every response to its end and keeps B informative groups;
-  ROLL's scheduler aborts the in-flight responses once B informative groups are complete.
-  Estimand: per seed, the share of generated tokens saved (vs finish-everything, summed over
-  steps); superiority above 0.
-- ``roll_token_accounting_exact`` (exact, tolerance 0.5): for every response of every arm,
-  seed and step, the tokens the decoder generated equal the scheduler's event model on the
-  finish-everything lengths (:func:`rlvr_lab.papers.roll.scheduler.schedule`, with and
-  without the reward scored during the next chunk); the batch handed to training equals the
-  finish-everything run's (completion order) and DAPO's slot-order filter wherever the same
-  groups complete first; the scheduler's invariants hold. Errors: token-count differences and
-  one per mismatched batch or violated invariant.
-- ``roll_device_mappings_identical`` (small model, 4 fake CPU devices in a subprocess started
-  first, so that it runs alongside; exact): the colocated mapping and disaggregated ones
-  (generation on some devices, scoring and update on the others, weights transferred every
-  step) train the same steps from one key. Errors, each in units of its tolerance (pass:
-  all < 1): differing sampled tokens (tolerance 1: any differing token fails), the largest
-  metric difference / :data:`METRIC_TOL`, and the parameters' difference from the first
-  mapping relative to its update norm / :data:`PARAM_REL_TOL` (derivation at the constant).
-  Quick: 1 step, colocated on 2 devices vs 2+2, a freshly initialised tiny transformer
-  updated by a KL term towards another one (no SFT, rewards 0: every stage runs, the gradient
-  is the KL's); full: 2 steps, 2 seeds, colocated on 4 vs 2+2 vs 1+3, GRPO from the search
-  base.
-- ``roll_colocation_crossover`` (simulator, exact): step time of colocated vs disaggregated
-  mappings vs number of GPUs and model size (:mod:`rlvr_lab.papers.roll.simulator`). Error
-  per model size: 0 when colocated wins at the smallest feasible D and one-step-asynchronous
-  disaggregation wins from some D on within the scan, else 1 (tolerance 0.5).
+- Abort: DAPO dynamic sampling over ``r = 2`` x B launched groups. The finish-everything filter
+  runs every response to its end and keeps B informative groups; ROLL's scheduler aborts the
+  in-flight responses once B informative groups are complete. The tokens saved are summed over
+  steps.
+- Token accounting: for every response of every arm, seed and step, the tokens the decoder
+  generated are checked against the scheduler's event model on the finish-everything lengths
+  (:func:`rlvr_lab.papers.roll.scheduler.schedule`, with and without the reward scored during
+  the next chunk); the batch handed to training against the finish-everything run's
+  (completion order) and DAPO's slot-order filter wherever the same groups complete first;
+  and the scheduler's invariants.
+- Device mappings (4 fake CPU devices in a subprocess started first, so that it runs
+  alongside): the colocated mapping and disaggregated ones (generation on some devices,
+  scoring and update on the others, weights transferred every step) train the same steps from
+  one key; sampled tokens, metrics (:data:`METRIC_TOL`) and parameters
+  (:data:`PARAM_REL_TOL`, derivation at the constant) are compared. Quick: 1 step, colocated
+  on 2 devices vs 2+2, a freshly initialised tiny transformer updated by a KL term towards
+  another one (no SFT, rewards 0: every stage runs, the gradient is the KL's); full: 2 steps,
+  2 seeds, colocated on 4 vs 2+2 vs 1+3, GRPO from the search base.
+- Colocation crossover (simulator, :mod:`rlvr_lab.papers.roll.simulator`): step time of
+  colocated vs disaggregated (one-step-asynchronous) mappings vs number of GPUs and model size.
+
+The claims are declared once below (``CLAIMS``) with their paper values, locations, estimands
+and rules; ``figures/claims.csv`` has their verdicts.
 """
 from __future__ import annotations
 

@@ -9,38 +9,11 @@ it. All simulator numbers come from the cost model's documented defaults
 from the papers' hardware: a window around a paper's number is a window around what our
 assumptions give, and each such claim says so in its note.
 
-Claims (rule, per-seed estimand; thresholds fixed before running):
-
-- ``systems_april`` (simulator seeds): ``april_throughput_gain`` equivalence of
-  log(mean r=2 throughput gain over the two heavy tails / 22.5%) within +-log 2 (the old
-  window [11%, 45%]); ``april_gain_grows_with_tail`` superiority of the smaller successive
-  increase light -> medium -> heavy above 0 (the old criterion's monotonicity part, now its own
-  claim); ``april_off_policy_tokens`` equivalence of (off-policy fraction at r=2, medium
-  tail) - 40% within +-20 pp (the old window [20%, 60%]).
-- ``systems_areal``: ``areal_speedup`` equivalence of log(speed-up / 2.57) within +-log 1.25
-  at the configuration (eta <= 8, GPU split) with the best mean speed-up; the sensitivity to
-  the length law is a table. ``areal_staleness_bound`` exact: every (eta, seed)'s fraction
-  of consumed samples staler than eta must be 0.
-- ``systems_echo`` (fixed-input simulations, one value each): ``echo_capacity_model`` /
-  ``echo_bound_model`` threshold: max(mean |dU| / 0.05, max |dU| / 0.12) over the grid below 1
-  (the old two-part criterion, normalised); ``echo_cost_reduction`` threshold on the share of
-  the price band x0.5-x2 where the reduction is >= 20% at simulated U >= 0.9: pass only at 1
-  (the whole band), fail only at 0 (nowhere), inconclusive between.
-- ``systems_webgym``: ``webgym_async_speedup``, the same share rule over the latency band
-  2-10 s with the speed-up in [3.2, 6.0].
-- ``systems_staleness`` (bank seeds, common random numbers, paired differences of the run's
-  mean accuracy): ``areal_decoupled_stable`` non-inferiority of decoupled eta=8 - eta=0 at
-  margin 0.02; ``areal_naive_degrades`` superiority of naive eta=8 - eta=0 below -0.03;
-  ``areal_decoupled_beats_naive`` superiority of decoupled - naive at eta=8 above 0.02 (the
-  old conjunction split in two); ``echo_staleness_stability`` superiority of S=11 - S=0 below
-  -0.02 and ``echo_staleness_stable_to_6`` non-inferiority of min over S in {2, 6} of
-  (S - S=0) at margin 0.02 (split likewise).
-- ``systems_staleness_small`` (tiny transformer, seeds nested in SFT bases, paired arms, final
-  held-out pass@1): the positive control ``areal_small_sync_learns`` (S=0 - base above 0);
-  ``areal_small_decoupled_stable`` non-inferiority (margin 0.05) of decoupled S=8 - S=0;
-  ``areal_small_naive_degrades`` superiority of decoupled - naive at S=8 above 0;
-  ``echo_small_staleness_stability`` superiority of naive S=8 - S=0 below 0 and
-  ``echo_small_stable_below_6`` non-inferiority (margin 0.05) of the min over S <= 6.
+The claims -- statement, paper value and location, per-seed estimand, rule and thresholds --
+are declared once, beside each experiment (``*_CLAIMS`` below); ``rlvr-lab list`` and
+``figures/claims.csv`` show them with their verdicts. Simulator experiments use simulator
+seeds; ``systems_staleness`` pairs bank seeds with common random numbers;
+``systems_staleness_small`` nests seeds in SFT bases and is gated by its positive control.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """SAR (arXiv:2512.06421): exposure bias in next-scale (coarse-to-fine) generation, and
 Self-Autoregressive Refinement (Stagger-Scale Rollout + Contrastive Student-Forcing Loss) as
-post-training, on a toy whose law is known exactly.
+post-training, on a toy whose law is known exactly. The computation lives in
+``rlvr_lab.papers.sar``.
 
 Setting ("toy"): 1-D images of 16 pixels with 4 levels drawn from a finite mixture (box, two
 boxes, edge; ``rlvr_lab.papers.sar.data``), their FlexVAR-style pyramid at scales 1, 2, 4, 8,
@@ -16,29 +17,14 @@ Quality is the Fréchet distance (FD) between fixed features of 16-pixel images 
 and edge map) of generated samples and the *exact* moments of the law; the same number of
 samples for every arm, drawn with common random numbers. Exposure bias per scale is the
 train-test mismatch ``CE(own one-step contexts) - CE(teacher forcing)`` on a fixed probe batch.
+Extra forward passes are counted as they execute; the wall-time ratio is in ``sar_timing``.
 
 Seeds are nested in pre-trained bases (:data:`FULL_PLAN`, :data:`QUICK_PLAN`): each base is
 pre-trained from its own initialisation and data; each of its seeds post-trains every arm on
 its own batches and rollout draws (arms paired within a seed). Intervals are over base means
-(``rlvr_lab.claims``); bases are added while a claim is undecided.
-
-Claims (declared in :data:`CLAIMS`, thresholds fixed before the run, decided by the engine
-three ways: pass when the interval is wholly on the claimed side, fail when wholly on the
-other, otherwise inconclusive):
-
-- ``pretraining_lowers_fd`` (positive control, ``superiority`` ``>`` 0.25): teacher-forced
-  pre-training lowers the FD of the untrained model by more than 25% (relative, per base);
-  if it does not pass, the other claims are inconclusive (the model would not be learning
-  the law at all).
-- ``sar_lowers_fd_vs_tf`` (``superiority`` ``<`` 0): final FD, (sar - tf) / tf per seed (paper:
-  -5.2% FID after 10 epochs).
-- ``sar_one_extra_forward_pass`` (``equivalence``, margin 0.5): extra forward passes per batch
-  of sar over tf, counted as they execute, minus one (paper: about one); deterministic. The
-  wall-time ratio is in ``sar_timing``.
-- ``sar_shrinks_mismatch`` (``superiority`` ``<`` 0): mean train-test mismatch over the scales
-  after the first, sar - tf, nats.
-- ``full_student_forcing_worse`` (``superiority`` ``>`` 0): final FD, student - sar.
-- ``alternating_schedule_worse`` (``superiority`` ``>`` 0): final FD, alternating - sar.
+(``rlvr_lab.claims``); bases are added while a claim is undecided. The positive control
+``pretraining_lowers_fd`` (teacher-forced pre-training lowers the FD of the untrained model)
+gates the study: without it the model would not be learning the law at all.
 
 ``sar_final`` lists every arm's final FD, support rate and pyramid consistency next to its
 base's. In the last full run before this design the SAR arm ended far above its base (FD 0.99
@@ -58,6 +44,9 @@ Deviations from the paper: a 1-D toy law, not ImageNet; FD on hand-made features
 exact law instead of FID on Inception features; no classifier-free guidance and no top-k/top-p
 in the rollout (temperature 1 sampling or argmax); post-training is a few hundred steps, not
 10 epochs.
+
+The claims are declared once below (:data:`CLAIMS`) with their paper values, locations,
+estimands and rules; ``figures/claims.csv`` has their verdicts.
 """
 from __future__ import annotations
 

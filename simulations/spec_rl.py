@@ -1,4 +1,5 @@
-"""SPEC-RL on the tiny transformer: reuse last epoch's responses as speculative prefixes.
+"""SPEC-RL (arXiv:2509.23232) on the tiny transformer: reuse last epoch's responses as
+speculative prefixes. The computation lives in ``rlvr_lab.papers.spec_rl``.
 
 GRPO (PPO-clip, two minibatches, token-mean, no KL; the ``tiny_grpo`` recipe) trains the SFT
 base for several epochs over one FIXED prompt set, in the same batches every epoch, so every
@@ -9,12 +10,16 @@ base, prompt set and keys (epoch 1 -- no cache yet --
 is identical across the sweep). Measured per step: tokens actually generated, tokens reused,
 rollout wall and process-CPU time (verification + decoding, compilation excluded), batch
 pass@1; at the end held-out pass@1 (64-128 held-out sums x 8 samples) and pass@1 of fresh
-samples on the training prompts, for every lenience and for the SFT base.
+samples on the training prompts, for every lenience and for the SFT base. The paper's numbers
+(Qwen3-1.7B GRPO, tokens / speedup / score) are in ``PAPER_TABLE``.
 
 Scale caveat: a response here is ~5-12 tokens and a run is a few epochs, not 550M tokens over
 many epochs. The token reduction over a run is capped by the epoch count (epoch 1 is always
 generated in full), so ``revisit_token_reduction`` (epochs 2+) is reported too; wall time
-comes from a fixed-shape decoder that only gets faster when whole rows are skipped.
+comes from a fixed-shape decoder that only gets faster when whole rows are skipped. The
+rollout speedup is not applicable here: decoding a 0.1M-parameter model on CPU is
+compute-bound (verifying a response costs about the FLOPs of generating it), while the
+paper's speedup comes from GPU memory-bound decoding; it is still measured and reported.
 
 Setting (redesigned with the positive-control testbed): the SFT base is ``tiny_grpo``'s
 (``sft.PRESETS["quick"]``: half of its demonstrations drop every carry), so vanilla GRPO gains
@@ -22,29 +27,14 @@ quickly and generalises from a small prompt set; the prompt set is larger and th
 than before (quick: 96 prompts x 3 epochs, B=32 -- 9 steps; full: 192 x 4 epochs, 24 steps), so
 the vanilla arm improves instead of overfitting 32 prompts (it used to end below the base).
 Quick mode sweeps vanilla, 1, e^0.5, e^2, inf; full mode the whole sweep plus random-cut.
+Seeds are nested in SFT bases (:data:`FULL_PLAN`: 3 bases x 2 seeds, one more base while a
+claim is undecided, up to 4; quick 2 x 2); every lenience of a base shares its key (paired
+seeds), so the quality comparisons are per-seed paired differences of final held-out pass@1.
+The positive control ``vanilla_raises_pass1`` (vanilla GRPO gains over its base) gates the
+study.
 
-Claims (declared below as ``rlvr_lab.claims.Declared``, decided by the engine; thresholds
-fixed before the run; paper numbers: Qwen3-1.7B GRPO, tokens / speedup / score -- vanilla
-554.8M / 1x / 46.7, l=1 419.1M / 1.22x / 46.6, e^0.5 182.7M / 2.29x / 48.0, e^1 123.0M /
-2.91x / 45.4, inf 40M / 14.9x / 40.1). Seeds are nested in SFT bases (:data:`FULL_PLAN`:
-3 bases x 2 seeds, one more base while a claim is undecided, up to 4; quick 2 x 2); every
-lenience of a base shares its key (paired seeds), so the quality estimands are per-seed
-paired differences of final held-out pass@1:
-
-- ``vanilla_raises_pass1`` (positive control): vanilla - SFT base, superiority above
-  ``tiny_grpo.MIN_GAIN`` (fails below 0); when it does not pass, the engine turns the other
-  claims' pass/fail into inconclusive.
-- ``token_reduction_e05``: generated tokens over the run, vanilla / e^0.5 per seed, above 2.
-- ``tokens_monotone_in_lenience``: per seed, the largest increase of generated tokens between
-  consecutive lenience values (vanilla, 1, [e^0.2,] e^0.5, [e^1,] e^2, inf), as a fraction of
-  vanilla's; passes below 0 (every step of the lenience lowers the tokens), fails above 0.
-- ``rollout_speedup_e05``: rollout wall time, vanilla / e^0.5, above 2 (the abstract's 2-3x);
-  not applicable here: decoding a 0.1M-parameter model on CPU is compute-bound (verifying a
-  response costs about the FLOPs of generating it), the paper's speedup is GPU memory-bound
-  decoding. The measurement is still reported.
-- ``quality_e05_not_worse``: e^0.5 - vanilla, non-inferiority with margin :data:`MARGIN`.
-- ``full_reuse_degrades``: inf - vanilla, superiority below 0.
-- ``quality_inverted_u``: per seed the smaller of (e^0.5 - vanilla, e^0.5 - inf), above 0.
+The claims are declared once below (``CLAIMS``) with their paper values, locations, estimands
+and rules; ``figures/claims.csv`` has their verdicts.
 """
 from __future__ import annotations
 

@@ -106,6 +106,53 @@ def reinforce_pp_baseline(rewards, mask=None, eps=1e-8):
     return out
 
 
+def optimal_token_baseline(rewards, mask=None, energy=None, token_mask=None, eps=0.0):
+    """verl's optimal token baseline with outcome rewards (the return of every token is the
+    reward): per group and position t, b_t = sum_j W_t^j r_j / sum_j W_t^j over the rollouts
+    alive at t, W_t^j = w_1^j + ... + w_t^j; A_t = r - b_t. ``energy`` None: weight 1 per
+    rollout; [B, G]: one weight per rollout; [B, G, T]: per-token w (output [B, G, T]).
+    Groups (positions) with fewer than two valid rollouts: 0; a zero weight sum with eps = 0:
+    equal weights."""
+    rewards, mask = _as_mask(rewards, mask)
+    b_n, g_n = rewards.shape
+    if energy is None:
+        energy = np.ones((b_n, g_n))
+    energy = np.asarray(energy, np.float64)
+    token = energy.ndim == 3
+    if not token:
+        energy = energy[..., None]
+    t_n = energy.shape[2]
+    tmask = (np.ones(energy.shape, bool) if token_mask is None or not token
+             else np.asarray(token_mask, bool))
+    out = np.zeros((b_n, g_n, t_n))
+    for b in range(b_n):
+        idx = _valid(rewards[b], mask[b])
+        if len(idx) < 2:
+            continue
+        cum = {}
+        for j in idx:
+            total, cum[j] = 0.0, []
+            for t in range(t_n):
+                if tmask[b, j, t]:
+                    total += energy[b, j, t]
+                cum[j].append(total)
+        for t in range(t_n):
+            alive = [j for j in idx if tmask[b, j, t]]
+            if len(alive) < 2:
+                continue
+            weights = [cum[j][t] for j in alive]
+            if eps > 0:
+                base = sum(w * rewards[b, j] for w, j in zip(weights, alive)) / (sum(weights)
+                                                                                + eps)
+            else:
+                if sum(weights) <= 0:
+                    weights = [1.0] * len(alive)
+                base = sum(w * rewards[b, j] for w, j in zip(weights, alive)) / sum(weights)
+            for j in alive:
+                out[b, j, t] = rewards[b, j] - base
+    return out if token else out[..., 0]
+
+
 def mc_grpo(rewards, mask=None, scale="mad", eps=1e-3):
     """Median-centred advantages and keep mask (pivot = first valid index equal to the
     lower median)."""

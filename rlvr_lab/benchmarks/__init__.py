@@ -7,11 +7,11 @@ A measure is ``fn(quick: bool) -> Measure`` registered with :func:`benchmark` (c
 """
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from rlvr_lab import discovery
 from rlvr_lab._registry import Registry
 
 if TYPE_CHECKING:
@@ -92,8 +92,8 @@ def benchmark(name: str, *, overwrite: bool = False
 
 
 def load_all() -> None:
-    for name in MODULES:
-        importlib.import_module(f"{__name__}.{name}")
+    """Import the modules in ``MODULES`` (:func:`rlvr_lab.discovery.load`)."""
+    discovery.load(__name__, MODULES)
 
 
 def names() -> list[str]:
@@ -106,11 +106,23 @@ def run(name: str, quick: bool = False) -> Measure:
     return _MEASURES.get(name)(quick)
 
 
-def best_time(fn: Callable[[], object], repeats: int = 3) -> float:
-    """Best wall time of ``fn()`` over ``repeats`` calls (call once before to compile)."""
-    best = float("inf")
+def wall_times(fn: Callable[[], object], repeats: int = 3) -> list[float]:
+    """Wall times of ``repeats`` calls of ``fn()`` (call once before to compile)."""
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def best_time(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Best wall time of ``fn()`` over ``repeats`` calls (call once before to compile)."""
+    return min(wall_times(fn, repeats))
+
+
+def median_time(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` calls (call once before to compile)."""
+    import statistics
+
+    return statistics.median(wall_times(fn, repeats))

@@ -11,6 +11,10 @@ prompt), the honest baseline a researcher would write, and loops over seeds, ste
 minibatches in Python. Both record the exact accuracy at every step and nothing else (the
 trainer's ``metrics=("accuracy",)``).
 
+The line has no goal: its earlier one, 100x over the NumPy loop, is retired (issue 46; the
+line says what bounds the ratio, :data:`RETIRED_GOAL`, and ``docs/performance.md`` has the
+ablations behind it).
+
 The same run also times ``optax.adam`` alone: the trainer's dense updates of the same
 ``[seeds, K*V]`` logits with a fixed gradient, no rollouts. No trainer of this algorithm
 that keeps optax's Adam can beat that time, so numpy's time over it is the ceiling of the
@@ -145,6 +149,15 @@ def adam_only(config: BanditConfig, num_seeds: int) -> Callable[[], jax.Array]:
     return lambda: jax.block_until_ready(compiled(grad))
 
 
+# the goal this line had (100x over the NumPy loop) and why it is retired (issue 46)
+RETIRED_GOAL = ("goal of 100 x retired: at this size the ratio is bound by fixed per-step cost, "
+                "not arithmetic: XLA:CPU runs the per-seed arrays' 8- and 16-long minor axes as "
+                "short scalar loops and dispatches many tiny ops per step inside the compiled "
+                "scan (no host round trip), so the rollout and exact accuracy alone take more "
+                "than the ~3 us per seed-step that 100 x allows; more would need a second, "
+                "seed-minor core (stages, estimators, losses, update)")
+
+
 @benchmark("bandit_trainer_vs_numpy")
 def bandit_trainer(quick: bool) -> Measure:
     seeds = 256
@@ -173,4 +186,4 @@ def bandit_trainer(quick: bool) -> Measure:
                    f"{1e6 / adam_rate:.1f} us/seed-step (ratio ceiling {adam_rate / numpy_rate:.0f}"
                    f" x); best of 3; {jax.device_count()} "
                    f"{jax.default_backend()} device(s), XLA threads on {os.cpu_count()} "
-                   f"cores, numpy 1 thread", goal=100.0)
+                   f"cores, numpy 1 thread; {RETIRED_GOAL}")

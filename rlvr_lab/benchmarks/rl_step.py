@@ -17,7 +17,12 @@ Model FLOPs per step = 2 x params per generated token + 6 x params per trained t
 - ``rl_step_mfu_bf16``: one seed with the linear layers in bfloat16 (``TransformerConfig.
   dtype``, mixed precision), MFU against a 2048^2 *bfloat16* matmul measured in the same run:
   on CPUs with AVX-512 BF16 that peak is about twice float32's, so this line says how much
-  of the faster matmuls the step keeps (no goal: the studies train in float32).
+  of the faster matmuls the step keeps (no goal: the studies train in float32);
+- ``small_study_seed_steps``: the throughput a small-model study sees, in seed-steps per
+  second: the training step of ``tiny_grpo``'s quick arm (the ``quick`` SFT preset's d_model
+  64, 2-layer model, 32 prompts x 8 completions, two PPO-clip minibatches; :func:`study_config`)
+  over 8 seeds in one seed-mapped call, against the same step run for one seed at a time
+  (ratio: how much mapping the seeds buys). Held-out evaluations are not included.
 
 Each line also times the step's rollout and update on their own, each with its MFU on its own
 FLOPs: the decode's matmuls are a few rows each and run far below the peak, so the step's MFU
@@ -69,10 +74,10 @@ def step_flops(config: sequence.SequenceRLConfig) -> float:
 
 
 def _phase_seconds(trainer: sequence.Trainer, key: jax.Array, state: sequence.TrainState,
-                   repeats: int) -> tuple[float, float]:
-    """Best times of the step's two compiled phases on their own, ``(rollout, update)``, as
-    :meth:`~rlvr_lab.train.sequence.Trainer.train_step` calls them; says where a step's time
-    goes (the step also verifies on the host)."""
+                   repeats: int, timer=best_time) -> tuple[float, float]:
+    """Times (``timer``: best by default) of the step's two compiled phases on their own,
+    ``(rollout, update)``, as :meth:`~rlvr_lab.train.sequence.Trainer.train_step` calls them;
+    says where a step's time goes (the step also verifies on the host)."""
     num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
     keys = trainer.step_keys(key, 0, num_seeds)
 
@@ -88,7 +93,7 @@ def _phase_seconds(trainer: sequence.Trainer, key: jax.Array, state: sequence.Tr
             trainer.update_from_batch(streams.each(keys, streams.UPDATE), state, batch, rewards))
 
     update()   # compiled by the step already; a first call settles the allocator
-    return best_time(rollout, repeats), best_time(update, repeats)
+    return timer(rollout, repeats), timer(update, repeats)
 
 
 def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
@@ -153,3 +158,57 @@ def rl_step_mfu_8_seeds(quick: bool) -> Measure:
 @benchmark("rl_step_mfu_bf16")
 def rl_step_mfu_bf16(quick: bool) -> Measure:
     return _measure("rl_step_mfu_bf16", quick, 1, None, "bfloat16")
+
+
+STUDY_SEEDS = 8
+
+
+def study_config() -> sequence.SequenceRLConfig:
+    """The training step of ``tiny_grpo``'s quick arm (``simulations/tiny_grpo.rl_config``,
+    repeated here: the library does not import ``simulations``), the step most small-model
+    studies repeat: the ``quick`` SFT preset's model (d_model 64, 2 layers), 32 prompts x 8
+    completions, 2 minibatches of PPO-clip, token-mean, beta 0."""
+    return sequence.SequenceRLConfig(
+        base=sft.PRESETS["quick"], num_prompts=32, num_generations=8, num_minibatches=2,
+        learning_rate=5e-4, warmup_steps=5, advantage="grpo", policy_loss="ppo_clip",
+        epsilon=0.2, loss_agg_mode="token-mean", beta=0.0, temperature=1.0, steps=30,
+        eval_every=15, eval_problems=64, eval_samples=4)
+
+
+def _steps_per_second(trainer: sequence.Trainer, num_seeds: int, repeats: int) -> float:
+    """Best steps per second of ``trainer.train_step`` on ``num_seeds`` seeds (first step,
+    which compiles, excluded)."""
+    state = trainer.init_state(num_seeds)
+    key = jax.random.key(1)
+    state, _ = trainer.train_step(key, state, 0)
+    jax.block_until_ready(state)
+    holder = {"state": state, "step": 1}
+
+    def one():
+        holder["state"], _ = trainer.train_step(key, holder["state"], holder["step"])
+        holder["step"] += 1
+        jax.block_until_ready(holder["state"])
+
+    return 1.0 / best_time(one, repeats)
+
+
+@benchmark("small_study_seed_steps")
+def small_study_seed_steps(quick: bool) -> Measure:
+    config = study_config()
+    mc = config.base.model_config()
+    # random weights of the preset's architecture (no SFT run): every completion decodes the
+    # full budget in the compiled loop, so a step's cost does not depend on the weights
+    trainer = sequence.Trainer(config, base_policy=transformer.init(jax.random.key(0), mc))
+    repeats = 3 if quick else 10
+    mapped = STUDY_SEEDS * _steps_per_second(trainer, STUDY_SEEDS, repeats)
+    single = _steps_per_second(trainer, 1, repeats)
+    return Measure("small_study_seed_steps", mapped / single,
+                   f"{mapped:.1f} seed-steps/s ({1e3 / mapped:.0f} ms per seed-step) with "
+                   f"{STUDY_SEEDS} seeds in one seed-mapped train_step vs {single:.1f} with one "
+                   f"seed per call; tiny_grpo's quick arm: {mc.num_params() / 1e6:.2f}M params "
+                   f"(d={mc.d_model} L={mc.n_layers}), {config.num_prompts}x"
+                   f"{config.num_generations} completions, prompt {config.base.prompt_width} + "
+                   f"{config.base.max_new_tokens} new tokens, {config.num_minibatches} "
+                   f"minibatches, beta 0; best of {repeats} after a compiling step; held-out "
+                   f"evaluations not included; {jax.devices()[0].platform}, "
+                   f"{_malloc_setting()}")

@@ -25,14 +25,14 @@ it drops truncated completions from the loss and leaves their reward alone.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from rlvr_lab import discovery
 from rlvr_lab._registry import check_choice
 from rlvr_lab.envs import tokenizer
 
@@ -58,9 +58,9 @@ class Verdict(NamedTuple):
 
 
 def task_module(name: str) -> ModuleType:
-    """The module implementing task ``name`` (``arithmetic`` or ``countdown``)."""
+    """The module implementing task ``name`` (one of :data:`TASK_NAMES`)."""
     check_choice("task", name, TASK_NAMES)
-    return importlib.import_module(f"rlvr_lab.envs.{name}")
+    return discovery.load("rlvr_lab.envs", (name,))[name]
 
 
 def generate(name: str, rng: np.random.Generator, n: int,
@@ -147,6 +147,23 @@ def score_completions(problems: Sequence[Problem], completion_ids: npt.ArrayLike
     if ids.ndim < 2 or ids.dtype.kind not in "iu":
         raise ValueError(f"completion_ids of shape {ids.shape} and dtype {ids.dtype} is not "
                          "allowed; it must be an integer array [..., M, N] of token ids")
+    allow = bool(allow_truncated)
+
+    def score_one(problem: Problem, row: np.ndarray) -> tuple[float, bool]:
+        verdict = verify_tokens(problem, row, allow_truncated=allow)
+        return reward(verdict, scheme, **reward_kw), verdict.correct
+
+    return score_rows(problems, ids, score_one)
+
+
+def score_rows(problems: Sequence[Problem], completion_ids: npt.ArrayLike,
+               score_one: Callable[[Problem, np.ndarray], tuple[float, bool]]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``(rewards float32, correct bool)`` of shape ``[..., M]`` for ``completion_ids``
+    ``[..., M, N]`` (leading axes = repeats of the M problems in order), one
+    ``score_one(problem, token_row) -> (reward, correct)`` per row; the loop of
+    :func:`score_completions` and of other reward rules (MC-GRPO's partial credit)."""
+    ids = np.asarray(completion_ids)
     flat = ids.reshape(-1, ids.shape[-1])
     m = len(problems)
     if flat.shape[0] % m:
@@ -154,9 +171,7 @@ def score_completions(problems: Sequence[Problem], completion_ids: npt.ArrayLike
     rewards = np.zeros(flat.shape[0], np.float32)
     correct = np.zeros(flat.shape[0], bool)
     for i, row in enumerate(flat):
-        verdict = verify_tokens(problems[i % m], row, allow_truncated=bool(allow_truncated))
-        rewards[i] = reward(verdict, scheme, **reward_kw)
-        correct[i] = verdict.correct
+        rewards[i], correct[i] = score_one(problems[i % m], row)
     return rewards.reshape(ids.shape[:-1]), correct.reshape(ids.shape[:-1])
 
 

@@ -71,8 +71,21 @@ NAV, FORM, PURCHASE = 0, 1, 2
 REACH_TASK, FORM_TASK = 0, 1
 
 
+class _Layout:
+    """Action and observation counts from ``num_pages``, ``num_links`` and ``num_values``
+    (shared by :class:`SiteConfig` and :class:`EnvParams`)."""
+
+    @property
+    def num_actions(self) -> int:
+        return self.num_links + self.num_values + 2
+
+    @property
+    def num_obs(self) -> int:
+        return self.num_pages * (self.num_values + 1) + self.num_values + 1
+
+
 @dataclass(frozen=True)
-class SiteConfig:
+class SiteConfig(_Layout):
     """Sizes and knobs of a generated site (static: they fix array shapes)."""
 
     num_pages: int = 10
@@ -111,17 +124,9 @@ class SiteConfig:
     def num_tasks(self) -> int:
         return self.num_reach_tasks + self.num_form_tasks
 
-    @property
-    def num_actions(self) -> int:
-        return self.num_links + self.num_values + 2
-
-    @property
-    def num_obs(self) -> int:
-        return self.num_pages * (self.num_values + 1) + self.num_values + 1
-
 
 @struct.dataclass
-class EnvParams:
+class EnvParams(_Layout):
     """One site and its tasks. Sizes are read from the array shapes."""
 
     links: jnp.ndarray        # [P, L] int32: child page of each link slot, -1 if empty
@@ -146,14 +151,6 @@ class EnvParams:
     @property
     def num_tasks(self) -> int:
         return self.task_kind.shape[-1]
-
-    @property
-    def num_actions(self) -> int:
-        return self.num_links + self.num_values + 2
-
-    @property
-    def num_obs(self) -> int:
-        return self.num_pages * (self.num_values + 1) + self.num_values + 1
 
 
 @struct.dataclass

@@ -7,8 +7,10 @@ The packages below register estimators or rollout stages, so they are imported w
 ``rlvr_lab`` and their names work in any trainer config. The others (``systems``,
 ``spec_rl``, ``fp8``, ...) register nothing and are imported when used.
 """
-from rlvr_lab.papers import brorl, cures, dars, e3, mc_grpo
+from rlvr_lab import discovery
 
-# the packages above, by module name (the runner hashes their sources with every experiment
-# whose stages or estimators may come from them)
-REGISTERING = tuple(m.__name__ for m in (brorl, cures, dars, e3, mc_grpo))
+# the packages that register, imported here (:func:`rlvr_lab.discovery.load`), by module name
+# (the runner hashes their sources with every experiment whose stages or estimators may come
+# from them)
+REGISTERING = tuple(m.__name__ for m in discovery.load(
+    __name__, ("brorl", "cures", "dars", "e3", "mc_grpo")).values())

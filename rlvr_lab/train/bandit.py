@@ -30,11 +30,15 @@ import pandas as pd
 from jax.typing import ArrayLike
 
 from rlvr_lab import losses, metrics
-from rlvr_lab._registry import check_choice, positive_int
+from rlvr_lab import _registry
+from rlvr_lab._registry import check_choice
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
-from rlvr_lab.train import config as C
+from rlvr_lab.train.config import (SCALE_REWARDS, above_one, below_one, boolean, check_rollouts,
+                                   choice, instance_of, non_negative, option, optional, pairs,
+                                   positive, positive_int, positive_ints, registered, rl_config,
+                                   strings)
 from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.utils import _short, check_key, jit_cpu_options, loop_options
@@ -42,7 +46,7 @@ from rlvr_lab.utils import _short, check_key, jit_cpu_options, loop_options
 _OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "lion", "adafactor", "nadam")
 
 
-@C.rl_config
+@rl_config
 class BanditConfig:
     """Trainer configuration (frozen, validated per field; vocabulary of
     :mod:`rlvr_lab.train.config`, TRL and verl names accepted as aliases).
@@ -59,35 +63,35 @@ class BanditConfig:
     :func:`metric_names`); the others are not computed (~13% of the bench's step on CPU).
     """
 
-    bank: PromptBankConfig = C.option(PromptBankConfig(), C.instance_of(PromptBankConfig))
-    steps: int = C.option(100, C.positive_int)
-    num_prompts: int = C.option(64, C.positive_int)
-    num_generations: int = C.option(8, C.positive_int)
-    temperature: float = C.option(1.0, C.positive)
-    rollout: Any = C.option("uniform", C.registered("stage", rollout_stages.RolloutStage))
-    rollout_options: tuple = C.option((), C.pairs)
-    advantage: Any = C.option("grpo", C.registered("estimator"))
-    scale_rewards: str = C.option("group", C.choice(*C.SCALE_REWARDS))
-    advantage_options: tuple = C.option((), C.pairs)
-    policy_loss: Any = C.option("ppo_clip", C.registered("loss"))
-    epsilon: float = C.option(0.2, C.below_one)
-    epsilon_high: float | None = C.option(None, C.optional(C.positive))
-    clip_ratio_c: float | None = C.option(None, C.optional(C.above_one))
-    loss_agg_mode: str = C.option("token-mean", C.choice(*losses.AGG_MODES))
-    beta: float = C.option(0.0, C.non_negative)
-    kl_estimator: str = C.option("k3", C.registered("kl"))
-    optimizer: str = C.option("adam", C.choice(*_OPTIMIZERS))
-    learning_rate: float = C.option(0.05, C.positive)
-    max_grad_norm: float | None = C.option(None, C.optional(C.positive))
-    num_iterations: int = C.option(1, C.positive_int)
-    num_minibatches: int = C.option(1, C.positive_int)
-    mask_truncated_completions: bool = C.option(False, C.boolean)
-    allow_truncated_completions: bool = C.option(False, C.boolean)
-    eval_ks: tuple = C.option((1, 8, 64), C.positive_ints)
-    metrics: tuple | None = C.option(None, C.optional(C.strings))
+    bank: PromptBankConfig = option(PromptBankConfig(), instance_of(PromptBankConfig))
+    steps: int = option(100, positive_int)
+    num_prompts: int = option(64, positive_int)
+    num_generations: int = option(8, positive_int)
+    temperature: float = option(1.0, positive)
+    rollout: Any = option("uniform", registered("stage", rollout_stages.RolloutStage))
+    rollout_options: tuple = option((), pairs)
+    advantage: Any = option("grpo", registered("estimator"))
+    scale_rewards: str = option("group", choice(*SCALE_REWARDS))
+    advantage_options: tuple = option((), pairs)
+    policy_loss: Any = option("ppo_clip", registered("loss"))
+    epsilon: float = option(0.2, below_one)
+    epsilon_high: float | None = option(None, optional(positive))
+    clip_ratio_c: float | None = option(None, optional(above_one))
+    loss_agg_mode: str = option("token-mean", choice(*losses.AGG_MODES))
+    beta: float = option(0.0, non_negative)
+    kl_estimator: str = option("k3", registered("kl"))
+    optimizer: str = option("adam", choice(*_OPTIMIZERS))
+    learning_rate: float = option(0.05, positive)
+    max_grad_norm: float | None = option(None, optional(positive))
+    num_iterations: int = option(1, positive_int)
+    num_minibatches: int = option(1, positive_int)
+    mask_truncated_completions: bool = option(False, boolean)
+    allow_truncated_completions: bool = option(False, boolean)
+    eval_ks: tuple = option((1, 8, 64), positive_ints)
+    metrics: tuple | None = option(None, optional(strings))
 
     def __post_init__(self):
-        C.check_rollouts(self)
+        check_rollouts(self)
         if self.num_prompts > self.bank.num_prompts:
             raise ValueError(f"num_prompts={self.num_prompts} must be <= bank.num_prompts="
                              f"{self.bank.num_prompts}")
@@ -213,17 +217,19 @@ def make_train(config: BanditConfig
                            stage.init(sampler(logits0), shape, **stage_opts))
         ref_log_policy = tabular.log_policy(bank.logits0, config.temperature)
 
-        def loss_fn(params, mb):
+        def loss_fn(params, minibatch):
             # log-softmax of the minibatch's prompt rows only ([groups, V]); the gradient is
             # scattered back into the [K, V] logits, rows of other prompts get exactly 0.
             # With the flat optimizer this beats a log-softmax of all K rows (~1.3x per step)
-            rows = tabular.log_policy(params.reshape(num_prompts, vocab)[mb["prompts"]],
+            rows = tabular.log_policy(params.reshape(num_prompts, vocab)[minibatch["prompts"]],
                                       config.temperature)
-            logp = jnp.take_along_axis(rows, mb["answers"], axis=-1).reshape(-1, 1)
-            ref_logp = (ref_log_policy[mb["prompts"][:, None], mb["answers"]].reshape(-1, 1)
+            logp = jnp.take_along_axis(rows, minibatch["answers"], axis=-1).reshape(-1, 1)
+            ref_logp = (ref_log_policy[minibatch["prompts"][:, None],
+                                       minibatch["answers"]].reshape(-1, 1)
                         if use_kl else None)
-            return core.objective(policy_loss, logp, mb["old_logp"].reshape(-1, 1),
-                                  mb["adv"].reshape(-1, 1), mb["keep"].reshape(-1, 1),
+            return core.objective(policy_loss, logp, minibatch["old_logp"].reshape(-1, 1),
+                                  minibatch["adv"].reshape(-1, 1),
+                                  minibatch["keep"].reshape(-1, 1),
                                   agg_mode=config.loss_agg_mode, options=options,
                                   ref_log_prob=ref_logp, beta=hp.beta,
                                   kl_estimator=config.kl_estimator)
@@ -283,7 +289,7 @@ def train_seeds(config: BanditConfig, key: jax.Array, num_seeds: int,
     if not isinstance(config, BanditConfig):
         raise TypeError(f"config={_short(config)} is not allowed; pass a BanditConfig")
     check_key(key)
-    positive_int("num_seeds", num_seeds)
+    _registry.positive_int("num_seeds", num_seeds)
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     devices = list(jax.devices() if devices is None else devices)

@@ -19,9 +19,9 @@ over all devices (``Mesh`` + ``NamedSharding`` on the batch axis; parameters rep
 
 Per-step metrics (per seed): ``pass1`` (mean correctness of the batch), ``pass_at_G``, ``reward``,
 ``response_length``, ``incorrect_length`` / ``correct_length`` (mean length of the rollouts
-with reward <= 0 / > 0; 0 when there are none), ``entropy``, ``clip_frac``, ``zero_adv_frac``, ``kl`` (k3 to the base),
-``loss``, ``grad_norm``. Held-out evaluations every ``eval_every`` steps: pass@k for
-k = 1..``eval_samples`` (unbiased estimator).
+with reward <= 0 / > 0; 0 when there are none), ``entropy``, ``clip_frac``, ``zero_adv_frac``,
+``kl`` (k3 to the base), ``loss``, ``grad_norm``. Held-out evaluations every ``eval_every``
+steps: pass@k for k = 1..``eval_samples`` (unbiased estimator).
 """
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pandas as pd
 from flax import struct
 from jax.sharding import Mesh, NamedSharding
@@ -45,21 +44,25 @@ from rlvr_lab import allocator
 from rlvr_lab import io as _io
 from rlvr_lab import random_streams as streams
 from rlvr_lab import losses, metrics
-from rlvr_lab._registry import positive_int
+from rlvr_lab import _registry
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
-from rlvr_lab.train import checkpoint, core, sft
-from rlvr_lab.train import config as C
+from rlvr_lab.train import checkpoint, core, sft, transformer_update
+from rlvr_lab.train.config import (SCALE_REWARDS, above_one, below_one, boolean, check_rollouts,
+                                   choice, describe, instance_of, non_negative, non_negative_int,
+                                   open_unit_interval, option, optional, pairs, positive,
+                                   positive_int, registered, rl_config)
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.seed_axis import seed_map  # noqa: F401 - part of this module's API
 from rlvr_lab.train.seed_threads import threaded_seed_map
+from rlvr_lab.train.transformer_update import make_optimizer  # also part of this module's API
 from rlvr_lab.utils import DECODE_COMPILE, check_key
 
 
 ROLLOUT_CORRECTIONS = ("none", "tis", "mis")
 
 
-@C.rl_config
+@rl_config
 class SequenceRLConfig:
     """RL hyper-parameters, in the vocabulary of :mod:`rlvr_lab.train.config` (the bank
     trainer's; TRL and verl names accepted as aliases). All fields are static.
@@ -94,45 +97,45 @@ class SequenceRLConfig:
     the same estimate from 1/G of the rows.
     """
 
-    base: sft.SFTConfig = C.option(sft.PRESETS["quick"], C.instance_of(sft.SFTConfig))
-    steps: int = C.option(40, C.positive_int)
-    num_prompts: int = C.option(16, C.positive_int)
-    num_generations: int = C.option(8, C.positive_int)
-    temperature: float = C.option(1.0, C.positive)
-    top_p: float = C.option(1.0, C.open_unit_interval)
-    learning_rate: float = C.option(2e-4, C.positive)
-    warmup_steps: int = C.option(10, C.non_negative_int)
-    max_grad_norm: float = C.option(1.0, C.positive)
-    rollout: Any = C.option("uniform", C.registered("stage", rollout_stages.RolloutStage))
-    rollout_options: tuple = C.option((), C.pairs)
-    advantage: Any = C.option("grpo", C.registered("estimator"))
-    scale_rewards: str = C.option("group", C.choice(*C.SCALE_REWARDS))
-    advantage_options: tuple = C.option((), C.pairs)
-    policy_loss: Any = C.option("ppo_clip", C.registered("loss"))
-    epsilon: float | None = C.option(0.2, C.optional(C.below_one))
-    epsilon_high: float | None = C.option(None, C.optional(C.positive))
-    clip_ratio_c: float | None = C.option(None, C.optional(C.above_one))
-    loss_agg_mode: str = C.option("token-mean", C.choice(*losses.AGG_MODES))
-    beta: float = C.option(0.0, C.non_negative)
-    kl_estimator: str = C.option("k3", C.registered("kl"))
-    num_iterations: int = C.option(1, C.positive_int)
-    num_minibatches: int = C.option(1, C.positive_int)
-    mask_truncated_completions: bool = C.option(False, C.boolean)
-    allow_truncated_completions: bool = C.option(False, C.boolean)
-    reward_scheme: str = C.option("binary", C.choice(*tasks.REWARD_SCHEMES))
-    num_train_problems: int = C.option(4096, C.positive_int)
-    eval_every: int = C.option(10, C.positive_int)
-    eval_problems: int = C.option(64, C.positive_int)
-    eval_samples: int = C.option(8, C.positive_int)
-    data_parallel: bool = C.option(False, C.boolean)
-    rollout_correction: str = C.option("none", C.choice(*ROLLOUT_CORRECTIONS))
-    correction_cap: float = C.option(2.0, C.above_one)
-    mask_stale: bool = C.option(False, C.boolean)
-    track_mismatch: bool = C.option(False, C.boolean)
-    track_kl: bool = C.option(False, C.boolean)
+    base: sft.SFTConfig = option(sft.PRESETS["quick"], instance_of(sft.SFTConfig))
+    steps: int = option(40, positive_int)
+    num_prompts: int = option(16, positive_int)
+    num_generations: int = option(8, positive_int)
+    temperature: float = option(1.0, positive)
+    top_p: float = option(1.0, open_unit_interval)
+    learning_rate: float = option(2e-4, positive)
+    warmup_steps: int = option(10, non_negative_int)
+    max_grad_norm: float = option(1.0, positive)
+    rollout: Any = option("uniform", registered("stage", rollout_stages.RolloutStage))
+    rollout_options: tuple = option((), pairs)
+    advantage: Any = option("grpo", registered("estimator"))
+    scale_rewards: str = option("group", choice(*SCALE_REWARDS))
+    advantage_options: tuple = option((), pairs)
+    policy_loss: Any = option("ppo_clip", registered("loss"))
+    epsilon: float | None = option(0.2, optional(below_one))
+    epsilon_high: float | None = option(None, optional(positive))
+    clip_ratio_c: float | None = option(None, optional(above_one))
+    loss_agg_mode: str = option("token-mean", choice(*losses.AGG_MODES))
+    beta: float = option(0.0, non_negative)
+    kl_estimator: str = option("k3", registered("kl"))
+    num_iterations: int = option(1, positive_int)
+    num_minibatches: int = option(1, positive_int)
+    mask_truncated_completions: bool = option(False, boolean)
+    allow_truncated_completions: bool = option(False, boolean)
+    reward_scheme: str = option("binary", choice(*tasks.REWARD_SCHEMES))
+    num_train_problems: int = option(4096, positive_int)
+    eval_every: int = option(10, positive_int)
+    eval_problems: int = option(64, positive_int)
+    eval_samples: int = option(8, positive_int)
+    data_parallel: bool = option(False, boolean)
+    rollout_correction: str = option("none", choice(*ROLLOUT_CORRECTIONS))
+    correction_cap: float = option(2.0, above_one)
+    mask_stale: bool = option(False, boolean)
+    track_mismatch: bool = option(False, boolean)
+    track_kl: bool = option(False, boolean)
 
     def __post_init__(self):
-        C.check_rollouts(self)
+        check_rollouts(self)
         rollouts = self.num_prompts * self.num_generations
         if rollouts % self.num_minibatches:
             raise ValueError(f"num_minibatches={self.num_minibatches} must divide "
@@ -148,7 +151,7 @@ class SequenceRLConfig:
         return core.LossOptions(self.epsilon, self.epsilon_high, self.clip_ratio_c)
 
     def hash(self) -> str:
-        fields = {k: (C.describe(v) if callable(v) or isinstance(v, rollout_stages.RolloutStage)
+        fields = {k: (describe(v) if callable(v) or isinstance(v, rollout_stages.RolloutStage)
                       else v) for k, v in dataclasses.asdict(self).items()}
         return _io.stable_hash({"rl": fields, "version": 2})
 
@@ -173,17 +176,6 @@ class RolloutBatch(NamedTuple):
     behav_logp: jnp.ndarray    # [BG, N]
     entropy: jnp.ndarray       # [BG, N]
     stale: Any = None          # optional [BG, N] bool: token generated by an older policy
-
-
-def make_optimizer(config: SequenceRLConfig) -> optax.GradientTransformation:
-    """Adam with global-norm clipping and a linear warm-up over ``warmup_steps`` updates
-    (Adam's first, bias-corrected steps are otherwise full-size on noisy RL gradients)."""
-    updates_per_step = config.num_iterations * config.num_minibatches
-    lr = optax.linear_schedule(0.0, config.learning_rate,
-                               max(config.warmup_steps * updates_per_step, 1))
-    if config.warmup_steps == 0:
-        lr = config.learning_rate
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
 
 
 def _mesh():
@@ -292,18 +284,14 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
 
     Returns ``(state, metrics)`` with scalar metrics (means over minibatches for the loss).
     """
-    opt = make_optimizer(config)
     options = config.loss_options()
     loss_fn = core.policy_loss(config.policy_loss, options)
-    score = lambda pol, b: transformer.score(  # noqa: E731
-        pol, b.prompts, b.prompt_valid, b.tokens, temperature=config.temperature)
+    score = lambda pol, rows: transformer_update.score(  # noqa: E731
+        pol, rows, config.temperature)
 
-    adv = core.estimator(config)(rewards, group_mask)
-    flat_adv = adv.adv.reshape(-1)
-    kept_rows = batch.mask & adv.keep.reshape(-1)[:, None]
-    if config.mask_truncated_completions:
-        finished = jnp.any((batch.tokens == transformer.EOS_ID) & batch.mask, axis=-1)
-        kept_rows = kept_rows & finished[:, None]
+    adv, flat_adv, kept_rows = transformer_update.row_advantages(
+        config, rewards, batch.mask, group_mask,
+        tokens=batch.tokens if config.mask_truncated_completions else None)
     token_mask = kept_rows
     if config.mask_stale and batch.stale is not None:
         token_mask = token_mask & ~batch.stale
@@ -331,13 +319,13 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
     if kl_rows is not None:
         ref_logp = jax.lax.stop_gradient(score(ref_policy, kl_rows))
 
-    def objective(policy, mb):
-        logp = score(policy, mb["batch"])
-        old = jax.lax.stop_gradient(logp) if on_policy else mb["old"]
-        return core.objective(loss_fn, logp, old, mb["adv"][:, None], mb["mask"],
+    def objective(policy, minibatch):
+        logp = score(policy, minibatch["batch"])
+        old = jax.lax.stop_gradient(logp) if on_policy else minibatch["old"]
+        return core.objective(loss_fn, logp, old, minibatch["adv"][:, None], minibatch["mask"],
                               agg_mode=config.loss_agg_mode, options=options,
-                              weight=mb.get("weight"),
-                              ref_log_prob=mb["ref"] if config.beta > 0 else None,
+                              weight=minibatch.get("weight"),
+                              ref_log_prob=minibatch["ref"] if config.beta > 0 else None,
                               beta=config.beta, kl_estimator=config.kl_estimator)
 
     data = {"batch": batch, "adv": flat_adv, "mask": token_mask}
@@ -347,13 +335,9 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
         data["ref"] = ref_logp
     if config.rollout_correction != "none":
         data["weight"] = weight
-    # rows are shuffled only when there are several minibatches (one minibatch: any order
-    # gives the same update)
-    permutation = jax.random.permutation if config.num_minibatches > 1 else None
-    policy, opt_state, out = core.update(key, state.policy, state.opt_state, data, objective, opt,
-                                         num_epochs=config.num_iterations,
-                                         num_minibatches=config.num_minibatches,
-                                         permutation=permutation)
+    # rows are shuffled only when there are several minibatches
+    policy, opt_state, out = transformer_update.optimize(key, state.policy, state.opt_state,
+                                                         data, objective, config)
     valid = batch.mask
     out.update(
         reward=rewards.mean() if group_mask is None else losses.masked_mean(rewards, group_mask),
@@ -383,7 +367,8 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
 # every seed of a run through :func:`update` in one jitted call: ``(keys [S], state [S], ref,
 # batch [S], rewards [S], config, group_mask=[S] or None)``. Module level, so that trainers and
 # drivers with the same config and shapes share one compiled program.
-mapped_update = jax.jit(seed_map(update, in_axes=(0, 0, None, 0, 0, None)), static_argnums=5)
+mapped_update = transformer_update.seed_mapped(update, (0, 0, None, 0, 0, None),
+                                               static_argnums=5)
 
 
 # ----------------------------------------------------------------------------- the runner
@@ -581,7 +566,8 @@ class Trainer:
         rewards, correct = self.verify(idx, batch.tokens)
         if self.mesh is not None:
             batch = jax.tree.map(lambda x: _shard(x, self.mesh, 1), batch)
-        state, out = self.update_from_batch(streams.each(keys, streams.UPDATE), state, batch, rewards)
+        state, out = self.update_from_batch(streams.each(keys, streams.UPDATE), state, batch,
+                                            rewards)
         out = {k: np.asarray(v) for k, v in out.items()}
         g = self.config.num_generations
         out["pass1"] = correct.mean(axis=(1, 2))
@@ -649,7 +635,7 @@ def run(config: SequenceRLConfig, key: jax.Array, num_seeds: int = 1, *,
     if not isinstance(config, SequenceRLConfig):
         raise TypeError(f"config={str(config)[:60]!r} is not allowed; pass a SequenceRLConfig")
     check_key(key)
-    positive_int("num_seeds", num_seeds)
+    _registry.positive_int("num_seeds", num_seeds)
     trainer = trainer or Trainer(config, verbose=verbose)
     start = time.perf_counter()
     state = trainer.init_state(num_seeds)
@@ -665,7 +651,7 @@ def run(config: SequenceRLConfig, key: jax.Array, num_seeds: int = 1, *,
             # the metadata is parsed in full before anything is used (a forged field is a
             # rejected checkpoint, not a crash or a half-resumed run)
             done = meta["steps_done"]
-            C.non_negative_int("steps_done", done)
+            non_negative_int("steps_done", done)
             loaded_history = {k: [np.asarray(r) for r in v] for k, v in meta["history"].items()}
             loaded_evals = {"step": list(meta["evals"]["step"]),
                             "pass_at": [np.asarray(p) for p in meta["evals"]["pass_at"]]}

@@ -49,7 +49,7 @@ from rlvr_lab import io
 from rlvr_lab.envs import tasks, tokenizer
 from rlvr_lab.models import transformer
 from rlvr_lab.train import checkpoint
-from rlvr_lab.train import config as C
+from rlvr_lab.train.config import SFT_CHECKS, check_fields
 from rlvr_lab import random_streams as streams
 
 FORMAT_VERSION = 2  # bump when the training code changes what a config produces
@@ -78,7 +78,7 @@ class SFTConfig:
 
     def __post_init__(self):
         tasks.task_module(self.task)
-        C.check_fields(self, C.SFT_CHECKS)  # one line per bad field (bools, 2.5, nan, inf)
+        check_fields(self, SFT_CHECKS)  # one line per bad field (bools, 2.5, nan, inf)
         object.__setattr__(self, "difficulties", tuple(int(d) for d in self.difficulties))
         if not self.difficulties:
             raise ValueError("difficulties=() is not allowed; give at least one level")

@@ -11,7 +11,7 @@ from rlvr_lab import bibliography, course
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
-CHECKED = ("00_", "01_", "02_", "03_", "04_", "05_", "06_", "10_")
+CHECKED = ("00_", "01_", "02_", "03_", "04_", "05_", "06_", "07_", "08_", "09_", "10_")
 
 
 def test_course_path_covers_every_notebook_in_90_minutes():
@@ -148,3 +148,127 @@ def test_runtime_line_says_when_other_jobs_shared_the_machine():
         course.runtime_text(busy)
     flagged = {"seconds": 75.0, "cores": 2, "date": "2026-12-06", "shared": True}
     assert "shared the cores: an upper bound" in course.runtime_text(flagged)
+
+
+def test_checks_of_notebooks_07_to_09(capsys):
+    import pandas as pd
+
+    # 07: SPEC-RL's half-reuse lenience, the cut's distribution, k3, E4M3's outlier onset
+    assert _right(course.check_half_reuse_lenience(0.0))
+    wrong = course.check_half_reuse_lenience(0.5)
+    assert _wrong(wrong) and "keeps 0.95 of its tokens" in wrong.message
+    assert _right(course.check_cut_distribution("Residual"))
+    assert _wrong(course.check_cut_distribution("new"))
+    assert _right(course.check_k3_small_mismatch(np.expm1(0.005)))
+    assert _right(course.check_k3_small_mismatch(0.005))          # the approximation
+    assert "never negative" in course.check_k3_small_mismatch(-0.005).message
+    assert _wrong(course.check_k3_small_mismatch(0.1))
+    assert _right(course.check_e4m3_outlier_onset(448 / 2 ** -6))
+    wrong = course.check_e4m3_outlier_onset(256)
+    assert _wrong(wrong) and "still a normal number" in wrong.message
+    # 08: the purchase trap (exact DP), refresh steps, the expert's advantage
+    import jax
+    from rlvr_lab.envs import toy_web as W
+    from rlvr_lab.papers.dynaweb.config import DynaConfig
+    config = DynaConfig(num_steps=60)
+    site = W.generate_site(jax.random.key(0), config.site)
+    p = course.purchase_trap_probability(site, config.horizon)
+    assert 0 < p < 1
+    assert _right(course.check_purchase_trap(p, site=site, horizon=config.horizon))
+    assert _wrong(course.check_purchase_trap(p * 2, site=site, horizon=config.horizon))
+    assert "Pass site=" in course.check_purchase_trap(p).message
+    assert _right(course.check_refresh_steps(2, num_steps=60, refresh_every=30))
+    assert _wrong(course.check_refresh_steps(6, num_steps=60, refresh_every=30))
+    assert _right(course.check_expert_advantage(7 / 8 / np.sqrt(1 / 8)))
+    wrong = course.check_expert_advantage(0.0)
+    assert _wrong(wrong) and "without* the expert" in wrong.message
+    # 09: judged on the student's own rerun tables
+    curves = pd.DataFrame(dict(arm=["tf", "sar", "sar_argmax"] * 2, step=[0] * 3 + [9] * 3,
+                               fd=[1.0, 1.0, 1.0, 0.2, 0.5, 0.3]))
+    assert _right(course.check_argmax_gap(True, curves))
+    wrong = course.check_argmax_gap(False, curves)
+    assert _wrong(wrong) and "your run says otherwise" in wrong.message
+    assert "no answer yet" in course.check_argmax_gap(True).message   # no curves passed
+    assert _wrong(course.check_argmax_gap(True, curves[curves.arm != "sar_argmax"]))
+    scales = pd.DataFrame(dict(arm=["sar"] * 3 + ["sar_distill"] * 3, seed=0,
+                               scale=[0, 1, 2] * 2, mismatch=[0.1, 0.5, 0.2, 0.1, 0.1, 0.25]))
+    assert _right(course.check_distill_scale(1, scales))
+    assert _wrong(course.check_distill_scale(2, scales))
+    assert _right(course.check_perfect_base(False))
+    assert _wrong(course.check_perfect_base(True))
+    assert "[08.3, G=8] right" in capsys.readouterr().out
+
+
+def _pair(folder, name, runtime="**Runtime:** 5 s in quick mode"):
+    """A minimal notebook pair (jupytext source + .ipynb) with a runtime line."""
+    import jupytext
+    import nbformat
+
+    py = folder / f"{name}.py"
+    py.write_text("# ---\n# jupyter:\n#   jupytext:\n#     formats: ipynb,py:percent\n# ---\n\n"
+                  f"# %% [markdown]\n# # Title\n#\n# {runtime}\n#\n# Text.\n\n# %%\nx = 1\n")
+    nbformat.write(jupytext.read(py), py.with_suffix(".ipynb"))
+    return py
+
+
+def test_links_are_written_into_the_readme_and_every_header_cell(tmp_path):
+    import jupytext
+    import nbformat
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    readme = folder / "README.md"
+    readme.write_text(f"# Course\n\n{course.COURSE_START}\nold\n{course.COURSE_END}\n")
+    py = _pair(folder, "00_quickstart")
+    before = {p: p.read_text() for p in (readme, py, py.with_suffix(".ipynb"))}
+    # no URL declared: nothing is written
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    assert course.sync_links(tmp_path) == []
+    assert {p: p.read_text() for p in before} == before
+    # a declared URL: the README table and both files of the pair get the links
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n[project.urls]\nRepository = "https://github.com/o/r"\n')
+    changed = course.sync_links(tmp_path)
+    assert set(changed) == {readme, py, py.with_suffix(".ipynb")}
+    colab = ("https://colab.research.google.com/github/o/r/blob/main/notebooks/"
+             "00_quickstart.ipynb")
+    assert f"[colab]({colab})" in readme.read_text() and "No Colab" not in readme.read_text()
+    text = py.read_text()
+    assert f"# **Open:** [Open in Colab]({colab})" in text
+    assert text.index("**Runtime:**") < text.index("**Open:**") < text.index("Text.")
+    first = nbformat.read(py.with_suffix(".ipynb"), as_version=4).cells[0].source
+    assert f"**Open:** [Open in Colab]({colab})" in first
+    assert "nbviewer.org/github/o/r/blob/main/notebooks/00_quickstart.ipynb" in first
+    # the pair stays in sync, and a second run changes nothing
+    assert [c.source for c in jupytext.read(py).cells] == [
+        c.source for c in nbformat.read(py.with_suffix(".ipynb"), as_version=4).cells]
+    assert course.sync_links(tmp_path) == []
+    # a runtime update keeps the links line; removing the URL's line removes it
+    assert "**Open:**" in course.set_runtime_line(text, None)
+    assert "**Open:**" not in course.set_links_line(text, None)
+
+
+def test_committed_readme_says_how_links_appear():
+    text = (NOTEBOOKS / "README.md").read_text()
+    if course.links_available(course.repository_url()):
+        assert "[colab](" in text
+    else:
+        assert "No Colab / nbviewer links" in text and "[project.urls] Repository" in text
+        assert not any("**Open:**" in p.read_text() for p in SOURCES)
+
+
+@pytest.mark.parametrize("source, figure", [
+    ("fig, ax = plotting.subplots()", True),
+    ("fig = M.plot_small(runs, a, b)", True),
+    ("experiments.show_committed_figure('spec_rl')", True),
+    ("E.show_figures(res, OUT)", True),
+    ("slide = plotting.slide_figure(fig, 0)", True),
+    ("plotting.interactive(draw, a=(0, 1))", True),
+    ("display(fig)", True),
+    ("res = E.run('x', out_dir=OUT)\nplt.close('all')", False),
+    ("plotting.save_figure(slide, 'name', OUT)", False),
+    ("# fig = M.plot_small(runs)\nx = 1", False),
+    ("rows = experiments.committed_claims('fp8')", False),
+])
+def test_one_definition_of_a_figure_cell(source, figure):
+    assert course.makes_figure(source) is figure

@@ -16,7 +16,7 @@ import matplotlib
 import nbformat
 import pytest
 
-from rlvr_lab import plotting
+from rlvr_lab import course, plotting
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 _spec = importlib.util.spec_from_file_location("notebooks_execute", NOTEBOOKS / "execute.py")
@@ -54,6 +54,11 @@ def test_pair_in_sync(py):
     assert all(ids) and len(set(ids)) == len(ids), "cell ids missing or repeated"
 
 
+def test_execute_uses_the_course_definition_of_a_figure_cell():
+    assert execute.figure_report is course.figure_report
+    assert execute.makes_figure is course.makes_figure
+
+
 def test_sync_check_catches_a_hand_edit(tmp_path):
     import jupytext
 
@@ -68,7 +73,7 @@ def test_sync_check_catches_a_hand_edit(tmp_path):
 def test_figure_cells_show_images(py):
     """Every cell that makes a figure has an image/png output, and only those do."""
     nb = nbformat.read(py.with_suffix(".ipynb"), as_version=4)
-    report = execute.figure_report(nb)
+    report = course.figure_report(nb)   # the one definition, also execute.py's
     assert report["executed"], f"{py.stem}.ipynb has no outputs; run notebooks/execute.py"
     assert not report["missing"], f"figure cells without an image: {report['missing']}"
     assert not report["unexpected"], (
@@ -143,7 +148,7 @@ def test_every_figure_displays_in_a_kernel(monkeypatch):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s)
                                          for s in (figure, figure, figure, widget)])
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    assert [execute.has_image(c) for c in nb.cells] == [True] * 4
+    assert [course.has_image(c) for c in nb.cells] == [True] * 4
     kinds = [set(o.get("data", {})) for o in nb.cells[-1].outputs]
     assert any("application/vnd.jupyter.widget-view+json" in k for k in kinds), kinds
     assert sum("image/png" in k for k in kinds) == 1

@@ -193,3 +193,29 @@ def test_show_committed_figure_displays_the_full_run_png(tmp_path, monkeypatch, 
     assert len(shown) == 1 and isinstance(shown[0], IPython.display.Image)
     assert show_committed_figure("absent") is None and len(shown) == 1
     assert "no committed full-run figure 'absent'" in capsys.readouterr().out
+
+
+def test_committed_claims_and_tables_read_the_full_run(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+
+    from rlvr_lab.experiments import committed_claims, committed_table
+
+    monkeypatch.setenv("RLVR_LAB_FIGURES", str(tmp_path))
+    assert committed_claims("demo").empty
+    assert "no committed full-run claims" in capsys.readouterr().out
+    pd.DataFrame(dict(experiment=["demo", "demo", "other"], claim=["a", "b", "c"],
+                      verdict=["pass", "fail", "pass"])).to_csv(tmp_path / "claims.csv",
+                                                                index=False)
+    rows = committed_claims("demo")
+    assert list(rows.claim) == ["a", "b"] and rows.attrs["source"].endswith("claims.csv")
+    assert list(committed_claims(["demo", "other"], ["c", "b"]).claim) == ["b", "c"]
+    assert committed_claims("absent").empty
+    (tmp_path / "data").mkdir()
+    pd.DataFrame(dict(x=[1, 2])).to_csv(tmp_path / "data" / "demo_t.csv.gz", index=False)
+    assert committed_table("demo_t").x.tolist() == [1, 2]
+    # the committed repository's own full run
+    monkeypatch.delenv("RLVR_LAB_FIGURES")
+    real = committed_claims("mc_grpo_small")
+    assert not real.empty and set(real.experiment) == {"mc_grpo_small"}
+    assert {"method", "G", "step", "seed", "heldout_pass1"} <= set(
+        committed_table("mc_grpo_small_heldout").columns)

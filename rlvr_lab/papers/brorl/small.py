@@ -38,7 +38,7 @@ from jax.typing import ArrayLike
 
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
-from rlvr_lab.papers.brorl import theory as mb
+from rlvr_lab.papers.brorl import theory
 from rlvr_lab.train import bases, sequence, sft
 
 N_SMALL_LM, N_LARGE_LM = 8, 64   # rollouts per prompt of the two phase-2 arms
@@ -83,9 +83,9 @@ def mass_balance_sweep(key: jax.Array, logits: ArrayLike, correct: ArrayLike,
         c = jnp.asarray(correct, bool)
 
         def one(k, zi, ci, n):
-            counts = mb.sample_counts(k, zi, n_max, n)
-            pg = mb.sampled_pg_mass_balance(zi, ci, counts, lr=lr)
-            ideal = mb.mass_balance(zi, ci, counts > 0, lr=lr, n=n)
+            counts = theory.sample_counts(k, zi, n_max, n)
+            pg = theory.sampled_pg_mass_balance(zi, ci, counts, lr=lr)
+            ideal = theory.mass_balance(zi, ci, counts > 0, lr=lr, n=n)
             return ({f"pg_{t}": v for t, v in pg.items()}
                     | {f"ideal_{t}": v for t, v in ideal.items()})
 
@@ -193,7 +193,7 @@ def mass_frame(sweeps: Iterable[dict]) -> pd.DataFrame:
         for update in ("pg", "ideal"):
             exact = cat[f"{update}_exact"][:, :, j]
             row[f"{update}_p_decrease"] = float((exact < 0).mean())
-            for t in mb.TERMS + ("total", "exact"):
+            for t in theory.TERMS + ("total", "exact"):
                 row[f"{update}_{t}"] = float(cat[f"{update}_{t}"][:, :, j].mean())
         rows.append(row)
     return pd.DataFrame(rows)

@@ -20,6 +20,8 @@ and both take steps of the same size. The ``1/N`` only rescales, no sign depends
 """
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
@@ -27,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rlvr_lab.papers.brorl import theory as mb
+from rlvr_lab.papers.brorl import theory
 
 UPDATES = ("idealised", "sampled_pg")
 UPDATE_LABEL = {"idealised": "idealised (distinct set, paper)",
@@ -134,7 +136,7 @@ def make_logits(key, family, shape, num_correct, q0, vocab_size: int):
     z_zipf = -shape * jnp.log(rank.astype(dtype))
     z = jnp.where(family == FAMILIES["zipf"], z_zipf, z_gauss)
     correct = jnp.arange(vocab_size) < num_correct
-    log_pos, log_neg = mb.log_masses(z, correct)
+    log_pos, log_neg = theory.log_masses(z, correct)
     shift = jnp.log(q0) - jnp.log1p(-q0) - (log_pos - log_neg)
     return z + jnp.where(correct, shift, 0.0), correct
 
@@ -172,23 +174,23 @@ def one_trial(key, family, shape, num_correct, q0, *, vocab_size, n_values, eta,
         out = {}
         for upd in UPDATES:
             if upd == "idealised":   # lr = eta * N: same step size as the sampled PG
-                res = mb.mass_balance(z, correct, sampled, lr=eta * nf, n=nf)
-                d1 = mb.idealised_update(z, correct, sampled, lr=nf, n=nf)
+                res = theory.mass_balance(z, correct, sampled, lr=eta * nf, n=nf)
+                d1 = theory.idealised_update(z, correct, sampled, lr=nf, n=nf)
             else:
-                res = mb.sampled_pg_mass_balance(z, correct, counts, lr=eta)
-                d1 = mb.sampled_pg_update(z, correct, counts, lr=1.0)
+                res = theory.sampled_pg_mass_balance(z, correct, counts, lr=eta)
+                d1 = theory.sampled_pg_update(z, correct, counts, lr=1.0)
             for k, v in res.items():
                 out[f"{k}_{upd}"] = v
-            out[f"first_order_{upd}"] = mb.first_order_mass_change(z, correct, eta * d1)
-            out[f"frac_down_{upd}"] = mb.fraction_correct_decreased(z, correct, eta * d1)
+            out[f"first_order_{upd}"] = theory.first_order_mass_change(z, correct, eta * d1)
+            out[f"frac_down_{upd}"] = theory.fraction_correct_decreased(z, correct, eta * d1)
             if etas:
                 e1, e2 = etas
                 total1 = res["total"] / eta
                 q = jnp.sum(jnp.where(correct, p, 0.0))
                 scale = jnp.maximum(jnp.sum(p * jnp.abs(correct - q) * jnp.abs(d1)),
                                     jnp.finfo(z.dtype).tiny)
-                r1 = mb.exact_mass_change(z, correct, e1 * d1) / e1
-                r2 = mb.exact_mass_change(z, correct, e2 * d1) / e2
+                r1 = theory.exact_mass_change(z, correct, e1 * d1) / e1
+                r2 = theory.exact_mass_change(z, correct, e2 * d1) / e2
                 rich = (e1 * r2 - e2 * r1) / (e1 - e2)
                 out[f"err_{upd}"] = jnp.abs(r2 - total1) / scale
                 out[f"rich_{upd}"] = jnp.abs(rich - total1) / scale
@@ -199,22 +201,29 @@ def one_trial(key, family, shape, num_correct, q0, *, vocab_size, n_values, eta,
     return jax.vmap(per_n)(jnp.asarray(n_values))
 
 
-def one_step_sweep(key, config: SweepConfig) -> pd.DataFrame:
-    """Run the one-step sweep; long-form frame (setting columns, trial, N, metric columns)."""
+def _sweep(key, config: SweepConfig, trial: Callable[..., dict]) -> pd.DataFrame:
+    """``trial(key, *setting arrays)`` for every setting x trial (``jax.lax.map`` in batches of
+    ``config.batch_size``, in float64); long-form frame (setting columns, trial, N, metric
+    columns)."""
     settings = config.settings()
     args = _setting_arrays(settings, config.trials)
     keys = jax.random.split(key, len(args[0]))
 
     @jax.jit
     def run(keys, *args):
-        f = lambda xs: one_trial(xs[0], *xs[1:], vocab_size=config.vocab_size,
-                                 n_values=config.n_values, eta=config.eta,
-                                 etas=config.first_order_etas)
-        return jax.lax.map(f, (keys, *args), batch_size=config.batch_size)
+        return jax.lax.map(lambda xs: trial(xs[0], *xs[1:]), (keys, *args),
+                           batch_size=config.batch_size)
 
     with jax.enable_x64(True):
         out = jax.device_get(run(keys, *args))
     return _to_frame(out, settings, config.trials, config.n_values)
+
+
+def one_step_sweep(key, config: SweepConfig) -> pd.DataFrame:
+    """Run the one-step sweep; long-form frame (setting columns, trial, N, metric columns)."""
+    return _sweep(key, config, functools.partial(
+        one_trial, vocab_size=config.vocab_size, n_values=config.n_values, eta=config.eta,
+        etas=config.first_order_etas))
 
 
 def _to_frame(out: dict, settings: pd.DataFrame, trials: int, n_values) -> pd.DataFrame:
@@ -241,7 +250,7 @@ def summarise_one_step(df: pd.DataFrame) -> pd.DataFrame:
                        p_any_correct_down=float(np.mean(g[f"frac_down_{upd}"] > 0)),
                        unsampled_correct_mass=float(np.mean(g["unsampled_correct_mass"])),
                        distinct=float(np.mean(g["distinct"])))
-            for t in mb.KEYS:
+            for t in theory.KEYS:
                 row[f"mean_{t}"] = float(np.mean(g[f"{t}_{upd}"]))
             rows.append(row)
     return pd.DataFrame(rows)
@@ -258,19 +267,19 @@ def relaxed_trial(key, family, shape, num_correct, q0, *, vocab_size, n_values, 
         nf = jnp.asarray(n, z0.dtype)
 
         def step(z, k):
-            counts = mb.sample_counts(k, z, n_max, n)
+            counts = theory.sample_counts(k, z, n_max, n)
             if upd == "idealised":
-                d = mb.idealised_update(z, correct, counts > 0, lr=eta * nf, n=nf)
+                d = theory.idealised_update(z, correct, counts > 0, lr=eta * nf, n=nf)
             else:
-                d = mb.sampled_pg_update(z, correct, counts, lr=eta)
-            return z + d, mb.exact_mass_change(z, correct, d) < 0
+                d = theory.sampled_pg_update(z, correct, counts, lr=eta)
+            return z + d, theory.exact_mass_change(z, correct, d) < 0
 
         z, went_down = jax.lax.scan(step, z0, jax.random.split(k_run, steps))
         dlogp = jax.nn.log_softmax(z) - jax.nn.log_softmax(z0)
         down = (dlogp < 0) & correct
         return {"frac_down": jnp.sum(down) / jnp.sum(correct),
                 "all_up": ~jnp.any(down),
-                "dq": mb.exact_mass_change(z0, correct, z - z0),
+                "dq": theory.exact_mass_change(z0, correct, z - z0),
                 "steps_down": jnp.mean(went_down)}
 
     return {f"{k}_{upd}": v for upd in UPDATES
@@ -279,20 +288,9 @@ def relaxed_trial(key, family, shape, num_correct, q0, *, vocab_size, n_values, 
 
 def relaxed_sweep(key, config: SweepConfig) -> pd.DataFrame:
     """Run the relaxed sweep; long-form frame like :func:`one_step_sweep`."""
-    settings = config.settings()
-    args = _setting_arrays(settings, config.trials)
-    keys = jax.random.split(key, len(args[0]))
-
-    @jax.jit
-    def run(keys, *args):
-        f = lambda xs: relaxed_trial(xs[0], *xs[1:], vocab_size=config.vocab_size,
-                                     n_values=config.n_values, eta=config.eta,
-                                     steps=config.steps)
-        return jax.lax.map(f, (keys, *args), batch_size=config.batch_size)
-
-    with jax.enable_x64(True):
-        out = jax.device_get(run(keys, *args))
-    return _to_frame(out, settings, config.trials, config.n_values)
+    return _sweep(key, config, functools.partial(
+        relaxed_trial, vocab_size=config.vocab_size, n_values=config.n_values, eta=config.eta,
+        steps=config.steps))
 
 
 def summarise_relaxed(df: pd.DataFrame) -> pd.DataFrame:
@@ -328,19 +326,19 @@ def first_order_curve(key, config: SweepConfig, etas=FIRST_ORDER_ETAS, n: int = 
         k_logits, k_sample = jax.random.split(key)
         z, correct = make_logits(k_logits, family, shape, num_correct, q0, config.vocab_size)
         p = jax.nn.softmax(z)
-        counts = mb.sample_counts(k_sample, z, n)
+        counts = theory.sample_counts(k_sample, z, n)
         q = jnp.sum(jnp.where(correct, p, 0.0))
         out = {}
         for upd in UPDATES:
             if upd == "idealised":
-                total1 = mb.mass_balance(z, correct, counts > 0, lr=n, n=n)["total"]
-                d1 = mb.idealised_update(z, correct, counts > 0, lr=n, n=n)
+                total1 = theory.mass_balance(z, correct, counts > 0, lr=n, n=n)["total"]
+                d1 = theory.idealised_update(z, correct, counts > 0, lr=n, n=n)
             else:
-                total1 = mb.sampled_pg_mass_balance(z, correct, counts, lr=1.0)["total"]
-                d1 = mb.sampled_pg_update(z, correct, counts, lr=1.0)
+                total1 = theory.sampled_pg_mass_balance(z, correct, counts, lr=1.0)["total"]
+                d1 = theory.sampled_pg_update(z, correct, counts, lr=1.0)
             scale = jnp.maximum(jnp.sum(p * jnp.abs(correct - q) * jnp.abs(d1)),
                                 jnp.finfo(z.dtype).tiny)
-            exact = jax.vmap(lambda e, d1=d1: mb.exact_mass_change(z, correct, e * d1) / e)(
+            exact = jax.vmap(lambda e, d1=d1: theory.exact_mass_change(z, correct, e * d1) / e)(
                 jnp.asarray(etas, z.dtype))
             out[upd] = jnp.abs(exact - total1) / scale
         return out
@@ -405,7 +403,7 @@ def first_order_errors(df: pd.DataFrame) -> np.ndarray:
     (``/ IDENTITY_TOL``)."""
     out = []
     for u in UPDATES:
-        size = np.maximum(sum(np.abs(df[f"{t}_{u}"]) for t in mb.TERMS), 1e-300)
+        size = np.maximum(sum(np.abs(df[f"{t}_{u}"]) for t in theory.TERMS), 1e-300)
         out.append(np.abs(df[f"total_{u}"] - df[f"first_order_{u}"]) / size / IDENTITY_TOL)
         out.append(np.asarray(df[f"rich_{u}"]) / FIRST_ORDER_TOL)
     return np.concatenate([np.asarray(o, np.float64).ravel() for o in out])

@@ -23,9 +23,9 @@ Seeds are paired: seed ``s`` of every arm uses the same keys. Held-out evaluatio
 every arm at ONE fixed temperature (the config's, 1.0), whatever it trained at.
 
 The trainer's pieces are reused (:class:`rlvr_lab.train.sequence.Trainer` for the base, pool
-and verifier, :class:`~rlvr_lab.train.sequence.SequenceSampler`, the update core
-:mod:`rlvr_lab.train.core`); the update is written here because the sequence trainer's
-temperature is static and E3's changes every step.
+and verifier, :class:`~rlvr_lab.train.sequence.SequenceSampler`, the update pieces and the
+seed-mapped wrapper of :mod:`rlvr_lab.train.transformer_update`); :func:`update` assembles
+them here because the sequence trainer's temperature is static and E3's changes every step.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from rlvr_lab.papers.cures import posterior as post
 from rlvr_lab.papers.cures.allocation import cures_allocation
 from rlvr_lab.papers.cures.stage import GroupCounters
 from rlvr_lab.papers.e3 import allocation as e3_alloc
-from rlvr_lab.train import core, sequence, sft
+from rlvr_lab.train import core, sequence, sft, transformer_update
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.seed_threads import threaded_seed_map
 
@@ -149,29 +149,20 @@ def update(key: jax.Array, policy: transformer.Policy, opt_state: optax.OptState
            ) -> tuple[transformer.Policy, optax.OptState, dict[str, jax.Array]]:
     """One GRPO update (``rl``'s estimator, loss, aggregation, epochs x minibatches) with the
     log-probs of ``softmax(logits / temperature)``; no KL, no rollout correction."""
-    opt = sequence.make_optimizer(rl)
     loss_fn = core.policy_loss(rl.policy_loss, rl.loss_options())
-    adv = core.estimator(rl)(rewards, group_mask)
-    flat_adv = adv.adv.reshape(-1).astype(jnp.float32)
-    token_mask = batch.mask & adv.keep.reshape(-1)[:, None]
+    adv, flat_adv, token_mask = transformer_update.row_advantages(rl, rewards, batch.mask,
+                                                                  group_mask, float32=True)
+    old = jax.lax.stop_gradient(transformer_update.score(policy, batch, temperature))
 
-    def score(pol, b):
-        return transformer.score(pol, b.prompts, b.prompt_valid, b.tokens,
-                                 temperature=temperature)
-
-    old = jax.lax.stop_gradient(score(policy, batch))
-
-    def objective(pol, mb):
-        logp = score(pol, mb["batch"])
-        return core.objective(loss_fn, logp, mb["old"], mb["adv"][:, None], mb["mask"],
-                              agg_mode=rl.loss_agg_mode, options=rl.loss_options())
+    def objective(pol, minibatch):
+        logp = transformer_update.score(pol, minibatch["batch"], temperature)
+        return core.objective(loss_fn, logp, minibatch["old"], minibatch["adv"][:, None],
+                              minibatch["mask"], agg_mode=rl.loss_agg_mode,
+                              options=rl.loss_options())
 
     data = {"batch": batch, "old": old, "adv": flat_adv, "mask": token_mask}
-    permutation = jax.random.permutation if rl.num_minibatches > 1 else None
-    policy, opt_state, out = core.update(key, policy, opt_state, data, objective, opt,
-                                         num_epochs=rl.num_iterations,
-                                         num_minibatches=rl.num_minibatches,
-                                         permutation=permutation)
+    policy, opt_state, out = transformer_update.optimize(key, policy, opt_state, data, objective,
+                                                         rl)
     zero = (jnp.all(jnp.where(group_mask, adv.adv == 0, True), -1) & group_mask.any(-1))
     out["zero_adv_frac"] = zero.sum() / jnp.maximum(group_mask.any(-1).sum(), 1)
     return policy, opt_state, out
@@ -193,14 +184,13 @@ class Driver:
         self.eval_valid = jnp.tile(jnp.asarray(ev.prompt_valid), (n, 1))
         self._steps: dict[int, Any] = {}   # total steps (static: E3's annealing) -> jitted
         self._sample_eval = threaded_seed_map(self._eval_one, (0, 0, None, None), {})
-        self._init_opt = jax.jit(jax.vmap(sequence.make_optimizer(rl).init))
+        self._init_opt = jax.jit(jax.vmap(transformer_update.make_optimizer(rl).init))
 
     def step_fn(self, total_steps: int) -> Callable[..., tuple[ArmState, dict[str, jax.Array]]]:
         """The jitted step of all stacked runs for a run of ``total_steps`` steps."""
         if total_steps not in self._steps:
             one = functools.partial(self._step_one, total_steps=total_steps)
-            stacked = sequence.seed_map(one, in_axes=(0, 0, 0, None, None))
-            self._steps[total_steps] = jax.jit(stacked)
+            self._steps[total_steps] = transformer_update.seed_mapped(one, (0, 0, 0, None, None))
         return self._steps[total_steps]
 
     # -- one arm, one seed

@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from rlvr_lab import plotting
-from rlvr_lab.envs import prompt_bank as pb
+from rlvr_lab.envs import prompt_bank
 from rlvr_lab.papers.cures import allocation as cures_alloc
 from rlvr_lab.papers.cures import posterior as cur
-from rlvr_lab.papers.cures import theory as th
+from rlvr_lab.papers.cures import theory
 from rlvr_lab.papers.cures.stage import all_incorrect_fraction
 from rlvr_lab.papers.dars.allocation import dars_extra_rollouts
 from rlvr_lab.papers.e3 import allocation as e3_alloc
@@ -39,10 +39,10 @@ CURES_T = 0.1  # explicit CurES sampling temperature used in training
 POSTERIOR_DRAWS = 64   # independent 4-rollout posteriors per bank for the realistic headline
 
 
-def bank_config(name: str, num_prompts: int, seed: int = 0) -> pb.PromptBankConfig:
+def bank_config(name: str, num_prompts: int, seed: int = 0) -> prompt_bank.PromptBankConfig:
     a, b = BANKS[name]
-    return pb.PromptBankConfig(num_prompts=num_prompts, vocab_size=VOCAB, difficulty_a=a,
-                               difficulty_b=b, seed=seed)
+    return prompt_bank.PromptBankConfig(num_prompts=num_prompts, vocab_size=VOCAB, difficulty_a=a,
+                                        difficulty_b=b, seed=seed)
 
 
 # ----------------------------------------------------------------------------- (b) allocation
@@ -78,22 +78,22 @@ def variance_table(quick: bool, key, banks=tuple(BANKS)) -> tuple[pd.DataFrame, 
     draws = 300 if quick else 3000
     rows, shapes = [], {}
     for bank_name in banks:
-        bank = pb.make_bank(bank_config(bank_name, k))
+        bank = prompt_bank.make_bank(bank_config(bank_name, k))
         # jitted: one compilation each instead of one per eager op
-        mom = jax.jit(th.bank_gradient_moments)(bank.logits0, bank.correct)
+        mom = jax.jit(theory.bank_gradient_moments)(bank.logits0, bank.correct)
         rules = _jit_rules(mom.p, mom.sigma_sq, k * GROUP, jax.random.fold_in(key, k))
         rng = np.random.default_rng(0)
-        base = float(th.allocation_variance(mom.sigma_sq, rules["uniform"]))
+        base = float(theory.allocation_variance(mom.sigma_sq, rules["uniform"]))
         for rule, n in rules.items():
             n = np.asarray(n)
-            analytic = float(th.allocation_variance(mom.sigma_sq, n))
+            analytic = float(theory.allocation_variance(mom.sigma_sq, n))
             rows.append({
                 "bank": bank_name, "rule": rule, "budget": int(n.sum()), "n_min": int(n.min()),
                 "n_max": int(n.max()), "analytic_oracle": analytic,
-                "mc_oracle": th.mc_allocation_variance(rng, bank.logits0, bank.correct, n,
-                                                       draws=draws),
-                "mc_rloo": th.mc_allocation_variance(rng, bank.logits0, bank.correct, n,
-                                                     draws=draws, baseline="rloo"),
+                "mc_oracle": theory.mc_allocation_variance(rng, bank.logits0, bank.correct, n,
+                                                           draws=draws),
+                "mc_rloo": theory.mc_allocation_variance(rng, bank.logits0, bank.correct, n,
+                                                         draws=draws, baseline="rloo"),
                 "ratio_uniform_over_rule": base / analytic})
         shapes[bank_name] = (np.asarray(mom.p), {r: np.asarray(n) for r, n in rules.items()},
                              np.asarray(mom.sigma_sq))
@@ -106,16 +106,16 @@ def variance_table(quick: bool, key, banks=tuple(BANKS)) -> tuple[pd.DataFrame, 
 def posterior_ratios(key, bank_name: str, num_prompts: int, draws: int = POSTERIOR_DRAWS):
     """Analytic variance ratio uniform / CurES when the allocation reads p̂ from CurES' own
     stage 0 (a 4-rollout Beta posterior) instead of the exact p, one per independent draw."""
-    bank = pb.make_bank(bank_config(bank_name, num_prompts))
-    mom = th.bank_gradient_moments(bank.logits0, bank.correct)
+    bank = prompt_bank.make_bank(bank_config(bank_name, num_prompts))
+    mom = theory.bank_gradient_moments(bank.logits0, bank.correct)
     budget = num_prompts * GROUP
-    base = th.allocation_variance(mom.sigma_sq, uniform_allocation(num_prompts, budget))
+    base = theory.allocation_variance(mom.sigma_sq, uniform_allocation(num_prompts, budget))
 
     def one(k):
         posterior, _ = cur.init_posterior_from_rollouts(k, mom.p)
         n = cures_alloc.cures_allocation(cur.posterior_mean(posterior), budget,
                                          max_per_prompt=8 * GROUP)
-        return base / th.allocation_variance(mom.sigma_sq, n)
+        return base / theory.allocation_variance(mom.sigma_sq, n)
 
     return np.asarray(jax.vmap(one)(jax.random.split(key, draws)))
 
@@ -125,7 +125,7 @@ def sampling_rules(batch_size: int):
     """Prompt-sampling rules ``(p, |grad p|^2) -> q`` for the mean-field dynamics."""
     rules = {
         "uniform": lambda p, g: jnp.full_like(p, 1.0 / p.shape[0]),
-        "greedy top-B |∇p|²": lambda p, g: th.top_batch_distribution(g, batch_size),
+        "greedy top-B |∇p|²": lambda p, g: theory.top_batch_distribution(g, batch_size),
         "q ∝ |∇p|²": lambda p, g: g / g.sum(),
         "q ∝ √(p(1−p))": lambda p, g: cur.gradient_scale_proxy(p) / cur.gradient_scale_proxy(
             p).sum(),
@@ -148,14 +148,14 @@ def sampling_analysis(quick: bool, banks=tuple(BANKS)) -> tuple[pd.DataFrame, pd
     curves, rows, per_prompt = [], [], {}
     rules = sampling_rules(batch)   # the same objects for every bank: compiled once per rule
     for bank_name in banks:
-        bank = pb.make_bank(bank_config(bank_name, k))
-        mom = th.bank_gradient_moments(bank.logits0, bank.correct)
+        bank = prompt_bank.make_bank(bank_config(bank_name, k))
+        mom = theory.bank_gradient_moments(bank.logits0, bank.correct)
         m = mom.grad_sq + mom.sigma_sq / GROUP
         per_prompt[bank_name] = mom
         results = {}
         for rule, fn in rules.items():
-            curve = np.asarray(th.mean_field_descent(bank.logits0, bank.correct, fn, lr=lr,
-                                                     batch_size=batch, num_steps=steps))
+            curve = np.asarray(theory.mean_field_descent(bank.logits0, bank.correct, fn, lr=lr,
+                                                         batch_size=batch, num_steps=steps))
             results[rule] = curve
             curves.append(pd.DataFrame({"bank": bank_name, "rule": rule,
                                         "step": np.arange(steps + 1), "accuracy": curve}))
@@ -165,9 +165,9 @@ def sampling_analysis(quick: bool, banks=tuple(BANKS)) -> tuple[pd.DataFrame, pd
             q = fn(mom.p, mom.grad_sq)
             rows.append({
                 "bank": bank_name, "rule": rule, "target": target,
-                "steps_to_target": th.steps_to_target(results[rule], target),
-                "first_order_gain": float(th.sampling_gain(q, mom.grad_sq)),
-                "is_efficiency": float(th.is_efficiency(q, m)),
+                "steps_to_target": theory.steps_to_target(results[rule], target),
+                "first_order_gain": float(theory.sampling_gain(q, mom.grad_sq)),
+                "is_efficiency": float(theory.is_efficiency(q, m)),
                 "max_prob_ratio": float(q.max() / jnp.maximum(q.min(), 1e-30))})
     table = pd.DataFrame(rows)
     best_gain = table.groupby("bank").first_order_gain.transform("max")

@@ -22,6 +22,7 @@ from rlvr_lab import allocation, metrics, plotting, theory
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
+from rlvr_lab.papers.dars.small import value_at_level
 from rlvr_lab.papers.dars.theory import expected_cumulative_advantage_dars
 from rlvr_lab.train import bandit
 from rlvr_lab import random_streams as streams
@@ -241,20 +242,8 @@ def at_budget(result: dict, method: str, metric: str, budget: float) -> np.ndarr
 def at_level(result: dict, method: str, metric: str, level_metric: str, level: float):
     """Per-seed value of ``metric`` when ``level_metric`` first reaches ``level`` (linear
     interpolation between the two recorded steps around the crossing); NaN if never reached."""
-    vals = curve_matrix(result["curves"], method, metric)
-    lev = curve_matrix(result["curves"], method, level_metric)
-    out = np.full(vals.shape[0], np.nan)
-    for i in range(vals.shape[0]):
-        hit = np.flatnonzero(lev[i] >= level)
-        if hit.size == 0:
-            continue
-        j = hit[0]
-        if j == 0:
-            out[i] = vals[i, 0]
-            continue
-        w = (level - lev[i, j - 1]) / (lev[i, j] - lev[i, j - 1])
-        out[i] = vals[i, j - 1] + w * (vals[i, j] - vals[i, j - 1])
-    return out
+    return value_at_level(curve_matrix(result["curves"], method, level_metric),
+                          curve_matrix(result["curves"], method, metric), level)
 
 
 def entropy_level(result: dict) -> float:

@@ -44,7 +44,7 @@ from jax.typing import ArrayLike
 
 from rlvr_lab import advantages, losses
 from rlvr_lab.envs import toy_web
-from rlvr_lab.papers.dynaweb import world_model as wm
+from rlvr_lab.papers.dynaweb import world_model
 from rlvr_lab.papers.dynaweb.config import Arm, DynaConfig
 from rlvr_lab.utils import LOOP_COMPILE, jit_cpu_options
 
@@ -158,7 +158,7 @@ def exact_success(logits: ArrayLike, true_law: ArrayLike, params: toy_web.EnvPar
                   horizon: int) -> jax.Array:
     """[K] exact success probability of the policy for each task on the true site."""
     probs = jax.nn.softmax(logits, axis=-1)
-    return jax.vmap(lambda p, k: wm.success_probability(p, true_law, params, k, horizon))(
+    return jax.vmap(lambda p, k: world_model.success_probability(p, true_law, params, k, horizon))(
         probs, jnp.arange(params.num_tasks))
 
 
@@ -189,9 +189,9 @@ def make_train(config: DynaConfig) -> Callable[[jax.Array, Arm], tuple[Metrics, 
         params = toy_web.generate_site(k_site, config.site)
         K = params.num_tasks
         true_law = toy_web.transition_tensor(params)
-        hallucination = wm.hallucination_table(k_noise, params)
+        hallucination = world_model.hallucination_table(k_noise, params)
         expert = collect_expert(k_expert, params, config.expert_episodes, H)
-        uniform = wm.uniform_policy(params)
+        uniform = world_model.uniform_policy(params)
         slot = jnp.arange(G)[None, :]
         tasks = jnp.repeat(jnp.arange(K), G)
         # real and dreamed episodes are one batch: the first K*G follow the site's law
@@ -207,7 +207,8 @@ def make_train(config: DynaConfig) -> Callable[[jax.Array, Arm], tuple[Metrics, 
             # the model is refreshed from this step's real episodes before dreaming, but the
             # real episodes and the dreams are drawn together: the refresh only affects the
             # next step's dreams (the first refresh comes from the uniform policy's episodes)
-            law = wm.with_noise(wm.predict(counts, params), hallucination, arm.model_noise)
+            law = world_model.with_noise(world_model.predict(counts, params), hallucination,
+                                         arm.model_noise)
             both = rollout_from_uniforms(u_roll, logits, jnp.stack([true_law, law]), both_laws,
                                          both_tasks, params)
             real = _by_task(jax.tree.map(lambda x: x[:K * G], both), K)
@@ -216,7 +217,7 @@ def make_train(config: DynaConfig) -> Callable[[jax.Array, Arm], tuple[Metrics, 
             counted = jnp.where(arm.dream > 0, refresh & (slot < config.refresh_episodes), True)
             counted = jnp.broadcast_to(counted, (K, G))
             logged = real.valid & counted[..., None]
-            counts = wm.update_counts(counts, real.obs, real.action, real.next_obs, logged)
+            counts = world_model.update_counts(counts, real.obs, real.action, real.next_obs, logged)
             interactions = interactions + logged.sum()
 
             pick = jnp.floor(u_pick * config.expert_episodes).astype(jnp.int32)
@@ -233,21 +234,24 @@ def make_train(config: DynaConfig) -> Callable[[jax.Array, Arm], tuple[Metrics, 
                 success=exact_success(logits, true_law, params, H),
                 interactions=interactions,
                 batch_success=batch.success.mean(),
-                one_step_error=wm.one_step_error(law, true_law, params),
-                horizon_error=wm.k_step_errors(law, true_law, uniform, params, H)[-1])
+                one_step_error=world_model.one_step_error(law, true_law, params),
+                horizon_error=world_model.k_step_errors(law, true_law, uniform, params, H)[-1])
             return (logits, opt_state, counts, interactions), metrics
 
         logits = jnp.zeros((K, params.num_obs, params.num_actions), jnp.float32)
-        carry = (logits, optimizer.init(logits), wm.empty_counts(params), jnp.zeros((), jnp.int32))
+        carry = (logits, optimizer.init(logits), world_model.empty_counts(params),
+                 jnp.zeros((), jnp.int32))
         keys = jax.random.split(k_loop, config.num_steps)
         (logits, _, counts, _), metrics = jax.lax.scan(
             step, carry, (jnp.arange(config.num_steps), keys))
-        final_law = wm.with_noise(wm.predict(counts, params), hallucination, arm.model_noise)
+        final_law = world_model.with_noise(world_model.predict(counts, params), hallucination,
+                                           arm.model_noise)
         probs = jax.nn.softmax(logits, axis=-1)
-        k_policy = jax.vmap(lambda p: wm.k_step_errors(final_law, true_law, p, params, H))(probs)
+        k_policy = jax.vmap(
+            lambda p: world_model.k_step_errors(final_law, true_law, p, params, H))(probs)
         summary = Summary(
             initial_success=exact_success(jnp.zeros_like(logits), true_law, params, H),
-            k_errors_uniform=wm.k_step_errors(final_law, true_law, uniform, params, H),
+            k_errors_uniform=world_model.k_step_errors(final_law, true_law, uniform, params, H),
             k_errors_policy=k_policy.mean(0),
             expert_interactions=expert.valid.sum(),
             expert_success=expert.success.mean())

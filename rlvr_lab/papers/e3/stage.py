@@ -27,7 +27,8 @@ from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
 from rlvr_lab.papers.cures.stage import GroupCounters
 from rlvr_lab.papers.e3 import allocation as e3_alloc
-from rlvr_lab.train import config as C
+from rlvr_lab.train.config import (boolean, choice, instance_of, open_unit_interval, option,
+                                   positive, positive_int, rl_config, unit_interval)
 from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.rollout import RolloutStage, Sampler, StageShape
@@ -80,7 +81,7 @@ STAGE = RolloutStage(_init, _sample)
 TEMPERATURE_RULES = ("fixed", "e3")
 
 
-@C.rl_config
+@rl_config
 class TemperatureConfig:
     """E3 temperature study on the prompt bank (one answer = one token of a V-way softmax).
 
@@ -90,17 +91,17 @@ class TemperatureConfig:
     advantages, on-policy) of ``log softmax(logits / T)``, Adam.
     """
 
-    bank: PromptBankConfig = C.option(PromptBankConfig(), C.instance_of(PromptBankConfig))
-    steps: int = C.option(200, C.positive_int)
-    num_prompts: int = C.option(32, C.positive_int)
-    num_generations: int = C.option(8, C.positive_int)
-    learning_rate: float = C.option(0.05, C.positive)
-    init_temperature: float = C.option(1.0, C.positive)
-    rule: str = C.option("e3", C.choice(*TEMPERATURE_RULES))
-    annealing: bool = C.option(True, C.boolean)
-    annealing_ratio: float = C.option(0.4, C.unit_interval)
-    annealing_factor: float = C.option(0.9, C.open_unit_interval)
-    pass_k: int = C.option(8, C.positive_int)
+    bank: PromptBankConfig = option(PromptBankConfig(), instance_of(PromptBankConfig))
+    steps: int = option(200, positive_int)
+    num_prompts: int = option(32, positive_int)
+    num_generations: int = option(8, positive_int)
+    learning_rate: float = option(0.05, positive)
+    init_temperature: float = option(1.0, positive)
+    rule: str = option("e3", choice(*TEMPERATURE_RULES))
+    annealing: bool = option(True, boolean)
+    annealing_ratio: float = option(0.4, unit_interval)
+    annealing_factor: float = option(0.9, open_unit_interval)
+    pass_k: int = option(8, positive_int)
 
     def __post_init__(self):
         if self.num_prompts > self.bank.num_prompts:
@@ -134,9 +135,10 @@ def make_temperature_train(config: TemperatureConfig
         batch = rollout_stages.generate(k_sample, logits, bank, prompts, G, temperature)
         adv = advantages.grpo(batch.rewards)
 
-        def loss_fn(logits, mb):
-            logp = tabular.answer_log_prob(logits[mb["prompts"]], mb["answers"], temperature)
-            return -(mb["adv"] * logp).mean(), {}
+        def loss_fn(logits, minibatch):
+            logp = tabular.answer_log_prob(logits[minibatch["prompts"]], minibatch["answers"],
+                                           temperature)
+            return -(minibatch["adv"] * logp).mean(), {}
 
         # one on-policy step over the whole batch
         logits, opt_state, _ = core.update(

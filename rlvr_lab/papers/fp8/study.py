@@ -180,10 +180,10 @@ def mismatch_table(key, table: TableConfig = QUICK_TABLE, *, policy=None,
 
 def spearman(x, y) -> float:
     """Spearman rank correlation (average ranks for ties); 0 when either side is constant."""
-    from scipy import stats as st
+    from scipy import stats
     if np.ptp(np.asarray(x, float)) == 0 or np.ptp(np.asarray(y, float)) == 0:
         return 0.0
-    return float(st.spearmanr(x, y).statistic)
+    return float(stats.spearmanr(x, y).statistic)
 
 
 def block_trend(table: pd.DataFrame, kind: str, fmt: str, magnitude: float = OUTLIER,

@@ -58,20 +58,11 @@ def score(problems: Sequence[tasks.Problem], completion_ids: npt.ArrayLike, *,
     ``completion_ids [..., M, N]`` -> ``(rewards float32, correct bool)`` of shape ``[..., M]``.
     A completion is read as the verifier reads it (``tokenizer.decode_completion``): one cut
     off before its EOS gets 0 and is not correct unless ``allow_truncated``."""
-    ids = np.asarray(completion_ids)
-    flat = ids.reshape(-1, ids.shape[-1])
-    m = len(problems)
-    if flat.shape[0] % m:
-        raise ValueError(f"{flat.shape[0]} completions are not a multiple of {m} problems")
-    rewards = np.zeros(flat.shape[0], np.float32)
-    correct = np.zeros(flat.shape[0], bool)
-    for i, row in enumerate(flat):
+    def score_one(problem: tasks.Problem, row: np.ndarray) -> tuple[float, bool]:
         text = tokenizer.decode_completion(row, allow_truncated=allow_truncated)
-        if text is None:
-            rewards[i], correct[i] = LEVELS[0], False
-        else:
-            rewards[i], correct[i] = partial_credit(problems[i % m], text)
-    return rewards.reshape(ids.shape[:-1]), correct.reshape(ids.shape[:-1])
+        return (LEVELS[0], False) if text is None else partial_credit(problem, text)
+
+    return tasks.score_rows(problems, completion_ids, score_one)
 
 
 class PartialCreditTrainer(sequence.Trainer):

@@ -22,7 +22,7 @@ from rlvr_lab import advantages, losses, plotting
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.models import tabular
-from rlvr_lab.papers.mc_grpo import sign_flip as sf
+from rlvr_lab.papers.mc_grpo import sign_flip
 from rlvr_lab.papers.mc_grpo import small
 from rlvr_lab.papers.mc_grpo.closure import gap_closure
 from rlvr_lab.train import bases, rollout, sequence
@@ -37,21 +37,23 @@ ESTIMATORS = {"mean (G)": ("mean", 0), "mean (G+1, drop 1)": ("mean", 1),
               "median (G+1)": ("median", 0)}
 
 
-def map_laws() -> list[sf.RewardLaw]:
+def map_laws() -> list[sign_flip.RewardLaw]:
     """Reward laws of the map: binary, 3-level format+correctness, outliers, noisy/heavy tails."""
     return [
-        sf.discrete_law("binary p=0.2", (0.0, 1.0), (0.8, 0.2)),
-        sf.discrete_law("binary p=0.5", (0.0, 1.0), (0.5, 0.5)),
-        sf.discrete_law("binary p=0.8", (0.0, 1.0), (0.2, 0.8)),
-        sf.discrete_law("{0,1.5,2} (.3,.2,.5) paper-like", *PAPER_LAW),
-        sf.discrete_law("{0,1.5,2} (.5,.3,.2) hard", (0.0, 1.5, 2.0), (0.5, 0.3, 0.2)),
-        sf.discrete_law("{0,1.5,2} (.1,.6,.3) format-rich", (0.0, 1.5, 2.0), (0.1, 0.6, 0.3)),
-        sf.discrete_law("{0,1,2} uniform", (0.0, 1.0, 2.0), (1 / 3, 1 / 3, 1 / 3)),
-        sf.discrete_law("outlier {0,1,10} (.5,.45,.05)", (0.0, 1.0, 10.0), (0.5, 0.45, 0.05)),
-        sf.student_t_law("Bern(.5)+0.3 t2 heavy noise", 0.5, 0.3, 2.0),
-        sf.lognormal_law("lognormal s=1 skewed", 1.0),
-        sf.noisy_binary_law("Bern(.5)+N(0,.3^2)", 0.5, 0.3),
-        sf.noisy_binary_law("Bern(.2)+N(0,.3^2)", 0.2, 0.3),
+        sign_flip.discrete_law("binary p=0.2", (0.0, 1.0), (0.8, 0.2)),
+        sign_flip.discrete_law("binary p=0.5", (0.0, 1.0), (0.5, 0.5)),
+        sign_flip.discrete_law("binary p=0.8", (0.0, 1.0), (0.2, 0.8)),
+        sign_flip.discrete_law("{0,1.5,2} (.3,.2,.5) paper-like", *PAPER_LAW),
+        sign_flip.discrete_law("{0,1.5,2} (.5,.3,.2) hard", (0.0, 1.5, 2.0), (0.5, 0.3, 0.2)),
+        sign_flip.discrete_law("{0,1.5,2} (.1,.6,.3) format-rich", (0.0, 1.5, 2.0),
+                               (0.1, 0.6, 0.3)),
+        sign_flip.discrete_law("{0,1,2} uniform", (0.0, 1.0, 2.0), (1 / 3, 1 / 3, 1 / 3)),
+        sign_flip.discrete_law("outlier {0,1,10} (.5,.45,.05)", (0.0, 1.0, 10.0),
+                               (0.5, 0.45, 0.05)),
+        sign_flip.student_t_law("Bern(.5)+0.3 t2 heavy noise", 0.5, 0.3, 2.0),
+        sign_flip.lognormal_law("lognormal s=1 skewed", 1.0),
+        sign_flip.noisy_binary_law("Bern(.5)+N(0,.3^2)", 0.5, 0.3),
+        sign_flip.noisy_binary_law("Bern(.2)+N(0,.3^2)", 0.2, 0.3),
     ]
 
 
@@ -65,8 +67,9 @@ def flip_table(key, laws, group_sizes=GROUP_SIZES, references=("mean", "median")
     for li, law in enumerate(laws):
         for ei, (est, (baseline, extra)) in enumerate(ESTIMATORS.items()):
             k = jax.random.fold_in(jax.random.fold_in(key, li), ei)
-            out = sf.law_flip_sweep(k, law, [g + extra for g in group_sizes], baseline=baseline,
-                                    references=references, num_groups=num_groups)
+            out = sign_flip.law_flip_sweep(k, law, [g + extra for g in group_sizes],
+                                           baseline=baseline, references=references,
+                                           num_groups=num_groups)
             for gi, g in enumerate(group_sizes):
                 for ri, ref in enumerate(references):
                     rows.append(dict(law=law.name, exact=law.discrete, G=g, estimator=est,
@@ -97,9 +100,9 @@ def simplex_table(values=PAPER_LAW[0], group_sizes=(2, 4, 8), step: float = 0.05
         for j in range(m + 1 - i):
             probs = np.array([m - i - j, i, j], dtype=float) / m
             for g in group_sizes:
-                mean = sf.sign_flip_probability(values, probs, g, reference=reference)
-                med = sf.sign_flip_probability(values, probs, g, baseline="median",
-                                               reference=reference)
+                mean = sign_flip.sign_flip_probability(values, probs, g, reference=reference)
+                med = sign_flip.sign_flip_probability(values, probs, g, baseline="median",
+                                                      reference=reference)
                 rows.append(dict(p0=probs[0], p1=probs[1], p2=probs[2], G=g, mean=mean,
                                  median=med, gain=mean - med))
     return pd.DataFrame(rows)
@@ -171,7 +174,8 @@ def bank_flip_rates(bank_config: PromptBankConfig, g: int) -> dict[str, float]:
     table = np.asarray(bank.reward_table, np.float64)
     out = {}
     for name, (baseline, extra) in ESTIMATORS.items():
-        stats_ = [sf.flip_statistics(table[k], pi[k] / pi[k].sum(), g + extra, baseline=baseline)
+        stats_ = [sign_flip.flip_statistics(table[k], pi[k] / pi[k].sum(), g + extra,
+                                            baseline=baseline)
                   for k in range(table.shape[0])]
         out[name] = float(np.mean([s.flip for s in stats_]))
         out[name + " zero"] = float(np.mean([s.zero for s in stats_]))
@@ -325,7 +329,7 @@ def law_flip_table(laws: np.ndarray, values, group_sizes=GROUP_SIZES) -> pd.Data
                  "median (G+1)": "median"}
     for g in group_sizes:
         for name, b in baselines.items():
-            st_ = [sf.flip_statistics(values, p, g, baseline=b) for p in laws if p.max() < 1]
+            st_ = [sign_flip.flip_statistics(values, p, g, baseline=b) for p in laws if p.max() < 1]
             n_const = int(sum(p.max() >= 1 for p in laws))   # one level: no flips, no zeros
             flip = sum(s.flip for s in st_) / (len(st_) + n_const)
             zero = sum(s.zero for s in st_) / (len(st_) + n_const)

@@ -39,7 +39,7 @@ from jax.typing import ArrayLike
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
 from rlvr_lab.models.transformer import EOS_ID, PAD_ID
-from rlvr_lab.papers.roll import scheduler as S
+from rlvr_lab.papers.roll import scheduler as roll_scheduler
 from rlvr_lab.train import sequence
 from rlvr_lab import random_streams as streams
 
@@ -65,7 +65,7 @@ class RollConfig:
         r = self.over_provision
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 1 <= r < math.inf:
             raise ValueError(f"over_provision={r!r} is not allowed; use a finite number >= 1")
-        if self.order not in S.ORDERS:
+        if self.order not in roll_scheduler.ORDERS:
             raise ValueError(f"order={self.order!r} is not allowed; choose 'completion' or "
                              "'slot'")
         if not isinstance(self.abort, bool) or not isinstance(self.overlap, bool):
@@ -184,7 +184,7 @@ class Round(NamedTuple):
     """One seed's rollout step: the scheduler, the batch and every response (``[R, G, N]``)."""
 
     problems: np.ndarray   # [R] pool indices, slot order
-    scheduler: S.Scheduler
+    scheduler: roll_scheduler.Scheduler
     batch: np.ndarray      # chosen group slots, slot order
     tokens: np.ndarray     # [R, G, N]
     logp: np.ndarray
@@ -247,7 +247,8 @@ class Driver:
         prompts, valid = self.trainer.pool_prompts[rows], self.trainer.pool_valid[rows]
         state = _prefill(policy, prompts, valid, max_new_tokens=N)
         sample_keys = streams.each(key, streams.SAMPLES)
-        scheds = [S.Scheduler(R, G, B, order=cfg.order, abort=abort) for _ in range(n_seeds)]
+        scheds = [roll_scheduler.Scheduler(R, G, B, order=cfg.order, abort=abort)
+                  for _ in range(n_seeds)]
         for sch in scheds:
             sch.start(np.arange(R), 0)
         fed = np.zeros((n_seeds, R * G), bool)
@@ -385,7 +386,8 @@ def same_batch(a: Round, b: Round) -> bool:
 
 
 def completion_order_batch(full: Round, batch_size: int,
-                           order: str = "completion") -> S.Schedule:
+                           order: str = "completion") -> roll_scheduler.Schedule:
     """The batch the scheduler would pick from a finish-everything round's lengths/rewards."""
     lengths = full.mask.sum(-1)
-    return S.schedule(lengths, full.scheduler.rewards, batch_size, order=order, abort=False)
+    return roll_scheduler.schedule(lengths, full.scheduler.rewards, batch_size, order=order,
+                                   abort=False)

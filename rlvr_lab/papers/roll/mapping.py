@@ -45,7 +45,7 @@ from jax.sharding import PartitionSpec as P
 
 from rlvr_lab import losses
 from rlvr_lab.models import transformer
-from rlvr_lab.train import core, sequence
+from rlvr_lab.train import core, sequence, transformer_update
 from rlvr_lab import random_streams as streams
 
 STAGES = ("generation", "scoring", "update")
@@ -126,33 +126,24 @@ def update_scored(key: jax.Array, state: sequence.TrainState, batch: sequence.Ro
                   ) -> tuple[sequence.TrainState, dict[str, jax.Array]]:
     """:func:`sequence.update` (``rollout_correction="none"``) with the log-probs of the
     trainer (``old_logp``) and of the reference (``ref_logp``) computed by the scoring stage."""
-    opt = sequence.make_optimizer(config)
     options = config.loss_options()
     loss_fn = core.policy_loss(config.policy_loss, options)
-    adv = core.estimator(config)(rewards)
-    flat_adv = adv.adv.reshape(-1)
-    token_mask = batch.mask & adv.keep.reshape(-1)[:, None]
-    if config.mask_truncated_completions:
-        finished = jnp.any((batch.tokens == transformer.EOS_ID) & batch.mask, axis=-1)
-        token_mask = token_mask & finished[:, None]
+    _, flat_adv, token_mask = transformer_update.row_advantages(
+        config, rewards, batch.mask,
+        tokens=batch.tokens if config.mask_truncated_completions else None)
     on_policy = config.num_iterations == 1 and config.num_minibatches == 1
 
-    def objective(policy, mb):
-        b = mb["batch"]
-        logp = transformer.score(policy, b.prompts, b.prompt_valid, b.tokens,
-                                 temperature=config.temperature)
-        old = jax.lax.stop_gradient(logp) if on_policy else mb["old"]
-        return core.objective(loss_fn, logp, old, mb["adv"][:, None], mb["mask"],
+    def objective(policy, minibatch):
+        logp = transformer_update.score(policy, minibatch["batch"], config.temperature)
+        old = jax.lax.stop_gradient(logp) if on_policy else minibatch["old"]
+        return core.objective(loss_fn, logp, old, minibatch["adv"][:, None], minibatch["mask"],
                               agg_mode=config.loss_agg_mode, options=options,
-                              ref_log_prob=mb["ref"] if config.beta > 0 else None,
+                              ref_log_prob=minibatch["ref"] if config.beta > 0 else None,
                               beta=config.beta, kl_estimator=config.kl_estimator)
 
     data = {"batch": batch, "old": old_logp, "ref": ref_logp, "adv": flat_adv, "mask": token_mask}
-    permutation = jax.random.permutation if config.num_minibatches > 1 else None
-    policy, opt_state, out = core.update(key, state.policy, state.opt_state, data, objective, opt,
-                                         num_epochs=config.num_iterations,
-                                         num_minibatches=config.num_minibatches,
-                                         permutation=permutation)
+    policy, opt_state, out = transformer_update.optimize(key, state.policy, state.opt_state,
+                                                         data, objective, config)
     valid = batch.mask
     out.update(reward=rewards.mean(), entropy=losses.masked_mean(batch.entropy, valid),
                kl=losses.masked_mean(losses.kl("k3", batch.behav_logp, ref_logp), valid))
@@ -166,21 +157,22 @@ def _generate(keys, policy, pool_prompts, pool_valid, *, config, mesh):
     def one(key, policy):
         idx = jax.random.choice(streams.stream(key, streams.PROMPTS), pool_prompts.shape[0],
                                 (config.num_prompts,), replace=False)
-        return idx, sequence.rollout(streams.stream(key, streams.SAMPLES), policy, pool_prompts[idx],
-                                     pool_valid[idx], config, mesh)
+        return idx, sequence.rollout(streams.stream(key, streams.SAMPLES), policy,
+                                     pool_prompts[idx], pool_valid[idx], config, mesh)
     return jax.vmap(one)(keys, policy)
 
 
 @functools.partial(jax.jit, static_argnames=("config",))
 def _score(policy, ref, batch, *, config):
     def one(policy, batch):
-        s = lambda pol: transformer.score(pol, batch.prompts, batch.prompt_valid,  # noqa: E731
-                                          batch.tokens, temperature=config.temperature)
-        return s(policy), s(ref)
+        return (transformer_update.score(policy, batch, config.temperature),
+                transformer_update.score(ref, batch, config.temperature))
     return jax.vmap(one)(policy, batch)
 
 
-_update = jax.jit(jax.vmap(update_scored, in_axes=(0, 0, 0, 0, 0, 0, None)), static_argnums=6)
+# vectorized (one batched program over the seeds), as measured in the roll experiment
+_update = transformer_update.seed_mapped(update_scored, (0, 0, 0, 0, 0, 0, None),
+                                         static_argnums=6, vectorized=True)
 
 
 class MappedTrainer:

@@ -31,10 +31,10 @@ import numpy as np
 import numpy.typing as npt
 from flax import nnx
 
-from rlvr_lab.papers.sar import data as D
-from rlvr_lab.papers.sar import metrics as X
-from rlvr_lab.papers.sar import model as M
-from rlvr_lab.papers.sar import train as T
+from rlvr_lab.papers.sar import data
+from rlvr_lab.papers.sar import metrics
+from rlvr_lab.papers.sar import model
+from rlvr_lab.papers.sar import train
 from rlvr_lab.utils import FAST_COMPILE
 
 
@@ -46,28 +46,28 @@ class Probe(NamedTuple):
     grad_norm: jax.Array     # [S, scales]
 
 
-def make_probe(graphdef: nnx.GraphDef, law_cfg: D.LawConfig, law: D.Law, key: jax.Array,
+def make_probe(graphdef: nnx.GraphDef, law_cfg: data.LawConfig, law: data.Law, key: jax.Array,
                num_samples: int, num_probe: int, temperature: float = 1.0,
                fast_compile: bool = True) -> Callable[[nnx.State], Probe]:
     """Jitted ``probe(params [S]) -> Probe`` with every random number fixed by ``key``."""
     k_gen, k_law, k_own = jax.random.split(key, 3)
     gen_classes = jnp.arange(num_samples, dtype=jnp.int32) % law_cfg.num_classes
-    probe_classes, probe_flat = D.sample(k_law, law, num_probe)
+    probe_classes, probe_flat = data.sample(k_law, law, num_probe)
     u_own = jax.random.uniform(k_own, (num_probe, law_cfg.seq_len, law_cfg.levels))
     scales = law_cfg.scales
     S = len(scales)
 
     def scale_loss(params, w):
-        ce = T.token_ce(M.forward(graphdef, params, probe_classes, probe_flat), probe_flat)
-        return (T.per_scale_mean(ce, scales).mean(0) * w).sum()
+        ce = train.token_ce(model.forward(graphdef, params, probe_classes, probe_flat), probe_flat)
+        return (train.per_scale_mean(ce, scales).mean(0) * w).sum()
 
     def one(params):
-        samples = M.sample(k_gen, graphdef, params, gen_classes, law_cfg, temperature)
-        logits_tf = M.forward(graphdef, params, probe_classes, probe_flat)
-        ce_tf = T.per_scale_mean(T.token_ce(logits_tf, probe_flat), scales).mean(0)
-        own = M.gumbel_argmax(u_own, logits_tf, temperature)
-        logits_own = M.forward(graphdef, params, probe_classes, own)
-        ce_own = T.per_scale_mean(T.token_ce(logits_own, probe_flat), scales).mean(0)
+        samples = model.sample(k_gen, graphdef, params, gen_classes, law_cfg, temperature)
+        logits_tf = model.forward(graphdef, params, probe_classes, probe_flat)
+        ce_tf = train.per_scale_mean(train.token_ce(logits_tf, probe_flat), scales).mean(0)
+        own = model.gumbel_argmax(u_own, logits_tf, temperature)
+        logits_own = model.forward(graphdef, params, probe_classes, own)
+        ce_own = train.per_scale_mean(train.token_ce(logits_own, probe_flat), scales).mean(0)
         grads = jax.vmap(jax.grad(scale_loss), in_axes=(None, 0))(params, jnp.eye(S))
         sq = sum(jnp.sum(g.reshape(S, -1) ** 2, -1) for g in jax.tree.leaves(grads))
         return samples, ce_tf, ce_own, jnp.sqrt(sq)
@@ -90,20 +90,20 @@ class LawStats(NamedTuple):
     optimal_ce: np.ndarray
 
 
-def law_stats(law: D.Law, law_cfg: D.LawConfig) -> LawStats:
-    mu, cov = X.law_feature_moments(law, law_cfg.levels)
-    return LawStats(mu, cov, D.scale_marginals(law, law_cfg), D.optimal_scale_loss(law,
-                                                                                    law_cfg))
+def law_stats(law: data.Law, law_cfg: data.LawConfig) -> LawStats:
+    mu, cov = metrics.law_feature_moments(law, law_cfg.levels)
+    return LawStats(mu, cov, data.scale_marginals(law, law_cfg),
+                    data.optimal_scale_loss(law, law_cfg))
 
 
-def quality(samples: npt.ArrayLike, classes: npt.ArrayLike, law: D.Law, law_cfg: D.LawConfig,
+def quality(samples: npt.ArrayLike, classes: npt.ArrayLike, law: data.Law, law_cfg: data.LawConfig,
             stats: LawStats) -> dict:
     """Exact-law metrics of one seed's generated flat pyramids ``[N, T]``."""
     flat = np.asarray(samples)
     images = flat[:, -law_cfg.length:]
-    tv = X.marginal_tv(flat, stats.marginals, law_cfg)
-    out = {"fd": X.fd_to_law(images, stats.mu, stats.cov, law_cfg.levels),
-           "support": X.support_rate(classes, images, law),
-           "consistent": float(np.mean(D.consistent(flat, law_cfg.scales)))}
+    tv = metrics.marginal_tv(flat, stats.marginals, law_cfg)
+    out = {"fd": metrics.fd_to_law(images, stats.mu, stats.cov, law_cfg.levels),
+           "support": metrics.support_rate(classes, images, law),
+           "consistent": float(np.mean(data.consistent(flat, law_cfg.scales)))}
     out.update({f"tv_{k}": float(v) for k, v in enumerate(tv)})
     return out

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import linalg
 
-from rlvr_lab.papers.sar import data as D
+from rlvr_lab.papers.sar import data
 
 
 def features(images: npt.ArrayLike, levels: int) -> np.ndarray:
@@ -31,7 +31,7 @@ def features(images: npt.ArrayLike, levels: int) -> np.ndarray:
     return np.concatenate([x, np.abs(np.diff(x, axis=-1))], axis=-1)
 
 
-def law_feature_moments(law: D.Law, levels: int) -> tuple[np.ndarray, np.ndarray]:
+def law_feature_moments(law: data.Law, levels: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact mean and covariance of :func:`features` under the law (probability-weighted)."""
     f = features(law.images, levels)
     mu = law.probs @ f
@@ -77,16 +77,16 @@ def fd_to_law(images: npt.ArrayLike, mu_true: npt.ArrayLike, cov_true: npt.Array
 
 
 def marginal_tv(flat: npt.ArrayLike, true_marginals: Iterable[np.ndarray],
-                config: D.LawConfig) -> np.ndarray:
+                config: data.LawConfig) -> np.ndarray:
     """Per scale: mean over positions of TV(exact marginal, empirical marginal of ``flat``)."""
     out = []
-    for m, p in zip(D.unflatten(np.asarray(flat), config.scales), true_marginals):
+    for m, p in zip(data.unflatten(np.asarray(flat), config.scales), true_marginals):
         q = np.eye(config.levels)[m].mean(0)                                  # [s, K]
         out.append(0.5 * np.abs(q - p).sum(-1).mean())
     return np.asarray(out)
 
 
-def support_rate(classes: npt.ArrayLike, images: npt.ArrayLike, law: D.Law) -> float:
+def support_rate(classes: npt.ArrayLike, images: npt.ArrayLike, law: data.Law) -> float:
     """Fraction of (class, image) pairs that have positive probability under the law (0.0 for
     no images)."""
     known = {(int(c), row.tobytes()) for c, row in zip(law.classes, law.images.astype(np.int32))}

@@ -46,7 +46,7 @@ from flax import nnx
 from jax.typing import ArrayLike
 
 from rlvr_lab._registry import positive_int
-from rlvr_lab.papers.sar import data as D
+from rlvr_lab.papers.sar import data
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class ModelConfig:
 def block_causal_mask(scales: Sequence[int]) -> np.ndarray:
     """``[T, T]`` bool: query position ``q`` may attend to key ``j`` iff ``scale(j) <=
     scale(q)``."""
-    b = D.block_ids(scales)
+    b = data.block_ids(scales)
     return b[None, :] <= b[:, None]
 
 
@@ -105,7 +105,7 @@ class Block(nnx.Module):
 class NextScaleModel(nnx.Module):
     """Class + upsampled coarser tokens -> logits of every scale (see the module docstring)."""
 
-    def __init__(self, cfg: ModelConfig, law: D.LawConfig, *, rngs: nnx.Rngs):
+    def __init__(self, cfg: ModelConfig, law: data.LawConfig, *, rngs: nnx.Rngs):
         d, T = cfg.d_model, law.seq_len
         self.class_embed = nnx.Embed(law.num_classes, d, rngs=rngs)
         self.token_embed = nnx.Embed(law.levels, d, rngs=rngs)
@@ -116,7 +116,7 @@ class NextScaleModel(nnx.Module):
         self.scales = tuple(law.scales)  # static (hashable), not a parameter
 
     def __call__(self, classes: jax.Array, flat: jax.Array) -> jax.Array:
-        ctx = self.token_embed(flat[:, D.parent_index(self.scales)])     # [B, T - s0, d]
+        ctx = self.token_embed(flat[:, data.parent_index(self.scales)])  # [B, T - s0, d]
         first = self.class_embed(classes)[:, None, :]                    # [B, 1, d]
         first = jnp.broadcast_to(first, (flat.shape[0], self.scales[0], first.shape[-1]))
         x = jnp.concatenate([first, ctx], axis=1) + self.pos_embed[...]
@@ -126,7 +126,7 @@ class NextScaleModel(nnx.Module):
         return self.head(self.ln_f(x))
 
 
-def graphdef_and_shapes(cfg: ModelConfig, law: D.LawConfig) -> tuple[nnx.GraphDef, nnx.State]:
+def graphdef_and_shapes(cfg: ModelConfig, law: data.LawConfig) -> tuple[nnx.GraphDef, nnx.State]:
     """``(graphdef, abstract params)`` without running any initialiser."""
     return nnx.split(nnx.eval_shape(lambda: NextScaleModel(cfg, law, rngs=nnx.Rngs(0))))
 
@@ -145,7 +145,7 @@ def _init_scale(path, shape, n_layers: int) -> tuple[float, float]:
     return 0.02, 0.0
 
 
-def init(key: jax.Array, cfg: ModelConfig, law: D.LawConfig) -> tuple[nnx.GraphDef, nnx.State]:
+def init(key: jax.Array, cfg: ModelConfig, law: data.LawConfig) -> tuple[nnx.GraphDef, nnx.State]:
     """``(graphdef, params)``: every parameter from one normal draw (module docstring)."""
     graphdef, shapes = graphdef_and_shapes(cfg, law)
     flat, treedef = jax.tree_util.tree_flatten_with_path(shapes)
@@ -219,14 +219,14 @@ def gumbel_argmax(uniforms: ArrayLike, logits: ArrayLike, temperature: ArrayLike
 
 
 def sample(key: jax.Array, graphdef: nnx.GraphDef, params: nnx.State, classes: jax.Array,
-           law: D.LawConfig, temperature: ArrayLike = 1.0,
+           law: data.LawConfig, temperature: ArrayLike = 1.0,
            upto: int | None = None) -> jax.Array:
     """Generate pyramids scale by scale: for ``k = 0 .. upto - 1`` one forward pass on the
     scales filled so far, then the tokens of scale ``k`` drawn in parallel. Returns the flat
     pyramids ``[B, T]`` (scales ``>= upto`` left 0; ``upto`` defaults to all scales), i.e.
     ``upto`` forward passes."""
     S = law.num_scales if upto is None else upto
-    blocks = jnp.asarray(D.block_ids(law.scales))
+    blocks = jnp.asarray(data.block_ids(law.scales))
     u = jax.random.uniform(key, (S, classes.shape[0], law.seq_len, law.levels))
 
     def body(k, flat):

@@ -34,10 +34,10 @@ import numpy as np
 import pandas as pd
 
 from rlvr_lab._registry import positive_int
-from rlvr_lab.papers.sar import data as D
-from rlvr_lab.papers.sar import evaluate as E
-from rlvr_lab.papers.sar import model as M
-from rlvr_lab.papers.sar import train as T
+from rlvr_lab.papers.sar import data
+from rlvr_lab.papers.sar import evaluate
+from rlvr_lab.papers.sar import model as sar_model
+from rlvr_lab.papers.sar import train as sar_train
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,11 @@ class StudyConfig:
     ``pretrain_steps`` and ``post_steps`` must be multiples of it, and ``pretrain_steps`` an
     even multiple (the control evaluates the middle of pre-training)."""
 
-    law: D.LawConfig = D.LawConfig()
-    model: M.ModelConfig = M.ModelConfig()
-    train: T.TrainConfig = T.TrainConfig(batch_size=32, pretrain_steps=3000, post_steps=600,
-                                         pretrain_lr=1e-2, post_lr=1e-3)
+    law: data.LawConfig = data.LawConfig()
+    model: sar_model.ModelConfig = sar_model.ModelConfig()
+    train: sar_train.TrainConfig = sar_train.TrainConfig(batch_size=32, pretrain_steps=3000,
+                                                         post_steps=600, pretrain_lr=1e-2,
+                                                         post_lr=1e-3)
     arms: tuple[str, ...] = ("tf", "sar", "sar_argmax", "student", "alternating")
     chunk: int = 100
     num_samples: int = 2048
@@ -70,7 +71,7 @@ class StudyConfig:
             raise ValueError(f"pretrain_steps={tc.pretrain_steps} must be a multiple of "
                              f"2*chunk={2 * self.chunk} and post_steps={tc.post_steps} of "
                              f"chunk={self.chunk}")
-        known = T.arms()
+        known = sar_train.arms()
         bad = [a for a in self.arms if a not in known]
         if bad or "tf" not in self.arms or len(set(self.arms)) != len(self.arms):
             raise ValueError(f"arms={self.arms!r} must be distinct names among "
@@ -80,8 +81,8 @@ class StudyConfig:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
                 raise ValueError(f"{name}={v!r} must be a number >= 0")
 
-    def arm_specs(self) -> list[T.Arm]:
-        table = T.arms(self.csfl_weight, self.rollout_temperature)
+    def arm_specs(self) -> list[sar_train.Arm]:
+        table = sar_train.arms(self.csfl_weight, self.rollout_temperature)
         return [table[a] for a in self.arms]
 
     def replace(self, **changes: Any) -> "StudyConfig":
@@ -96,14 +97,14 @@ class Study(NamedTuple):
     train: pd.DataFrame
 
 
-def _quality_rows(probe: E.Probe, arm: str, step: int, law, law_cfg, stats) -> list[dict]:
+def _quality_rows(probe: evaluate.Probe, arm: str, step: int, law, law_cfg, stats) -> list[dict]:
     samples = np.asarray(probe.samples)
     return [{"arm": arm, "seed": s, "step": step,
-             **E.quality(samples[s], probe.classes, law, law_cfg, stats)}
+             **evaluate.quality(samples[s], probe.classes, law, law_cfg, stats)}
             for s in range(samples.shape[0])]
 
 
-def _scale_rows(probe: E.Probe, arm: str, stats) -> list[dict]:
+def _scale_rows(probe: evaluate.Probe, arm: str, stats) -> list[dict]:
     ce_tf, ce_own = np.asarray(probe.ce_tf), np.asarray(probe.ce_own)
     gn = np.asarray(probe.grad_norm)
     return [{"arm": arm, "seed": s, "scale": k, "ce_tf": ce_tf[s, k], "ce_own": ce_own[s, k],
@@ -112,7 +113,7 @@ def _scale_rows(probe: E.Probe, arm: str, stats) -> list[dict]:
             for s in range(ce_tf.shape[0]) for k in range(ce_tf.shape[1])]
 
 
-def _train_rows(info: T.StepInfo, arm: str, t0: int) -> list[dict]:
+def _train_rows(info: sar_train.StepInfo, arm: str, t0: int) -> list[dict]:
     loss, gn = np.asarray(info.loss), np.asarray(info.grad_norm)            # [S, steps]
     return [{"arm": arm, "seed": s, "step": t0 + i + 1, "loss": loss[s, i],
              "grad_norm": gn[s, i]} for s in range(loss.shape[0]) for i in range(loss.shape[1])]
@@ -147,23 +148,23 @@ def run_bases(key: jax.Array, base_ids: Sequence[int], seeds_per_base: int, conf
     positive_int("seeds_per_base", seeds_per_base)
     progress = progress or (lambda it, desc: it)
     law_cfg, tc = config.law, config.train
-    law = D.enumerate_law(law_cfg)
-    stats = E.law_stats(law, law_cfg)
+    law = data.enumerate_law(law_cfg)
+    stats = evaluate.law_stats(law, law_cfg)
     k_init, k_data, k_probe, k_count, k_post = (
         jax.random.fold_in(key, i) for i in range(5))
     m = seeds_per_base
     seeds = seed_ids(base_ids, m)
     bases = np.repeat(base_ids, m)
-    graphdef, init = T.make_init(config.model, law_cfg, tc)
+    graphdef, init = sar_train.make_init(config.model, law_cfg, tc)
     state = init(jnp.stack([jax.random.fold_in(k_init, b) for b in base_ids]))
     pre_keys = jnp.stack([jax.random.fold_in(k_data, b) for b in base_ids])
     post_keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(k_post, b), j)
                            for b in base_ids for j in range(m)])
-    chunk = T.make_chunk(graphdef, law_cfg, law, tc, config.chunk)
-    probe = E.make_probe(graphdef, law_cfg, law, k_probe, config.num_samples, config.num_probe,
-                         config.sample_temperature)
+    chunk = sar_train.make_chunk(graphdef, law_cfg, law, tc, config.chunk)
+    probe = evaluate.make_probe(graphdef, law_cfg, law, k_probe, config.num_samples,
+                                config.num_probe, config.sample_temperature)
     specs = config.arm_specs()
-    tf_knobs = T.knobs(T.arms()["tf"], law_cfg.scales)
+    tf_knobs = sar_train.knobs(sar_train.arms()["tf"], law_cfg.scales)
 
     def per_seed(tree):
         """A tree over bases ``[B, ...]`` -> over seeds ``[B * m, ...]``."""
@@ -194,7 +195,7 @@ def run_bases(key: jax.Array, base_ids: Sequence[int], seeds_per_base: int, conf
         for spec in specs:
             start = time.perf_counter()
             new, info = chunk(states[spec.name], post_keys, t0 + i * config.chunk,
-                              T.knobs(spec, law_cfg.scales), tc.post_lr)
+                              sar_train.knobs(spec, law_cfg.scales), tc.post_lr)
             jax.block_until_ready(new)
             timing.append({"arm": spec.name, "chunk": i, "steps": config.chunk,
                            "seconds": time.perf_counter() - start})
@@ -207,7 +208,7 @@ def run_bases(key: jax.Array, base_ids: Sequence[int], seeds_per_base: int, conf
                 scale_rows += _scale_rows(result, spec.name, stats)
 
     one = jax.tree.map(lambda x: x[0], state.params)
-    passes = T.forward_passes(graphdef, one, law_cfg, law, specs, key=k_count)
+    passes = sar_train.forward_passes(graphdef, one, law_cfg, law, specs, key=k_count)
 
     def relabel(rows):
         frame = pd.DataFrame(rows)

@@ -46,8 +46,8 @@ from flax import nnx
 from jax.typing import ArrayLike
 
 from rlvr_lab._registry import check_choice, positive_int
-from rlvr_lab.papers.sar import data as D
-from rlvr_lab.papers.sar import model as M
+from rlvr_lab.papers.sar import data
+from rlvr_lab.papers.sar import model
 
 ROLLOUTS = ("none", "ssr", "full")
 TARGETS = ("teacher", "ground_truth")
@@ -146,8 +146,8 @@ def soft_ce(target_logits: ArrayLike, logits: ArrayLike) -> jax.Array:
 
 def per_scale_mean(values: jax.Array, scales: Sequence[int]) -> jax.Array:
     """``[..., T]`` per-token values -> ``[..., S]`` means over each scale's tokens."""
-    onehot = jnp.asarray(np.eye(len(scales))[D.block_ids(scales)] / np.asarray(scales)[
-        D.block_ids(scales)][:, None])                                  # [T, S]
+    onehot = jnp.asarray(np.eye(len(scales))[data.block_ids(scales)] / np.asarray(scales)[
+        data.block_ids(scales)][:, None])                                  # [T, S]
     return values @ onehot
 
 
@@ -169,7 +169,7 @@ class Knobs(NamedTuple):
 
 def knobs(arm: Arm, scales: Iterable[int]) -> Knobs:
     """``arm`` as :class:`Knobs` for a law with token-map sizes ``scales``."""
-    blocks = D.block_ids(tuple(scales))
+    blocks = data.block_ids(tuple(scales))
     every = np.ones(blocks.shape, np.float32)
     if arm.alternate_scales:
         tf_mask, sf_mask = (blocks % 2 == 0).astype(np.float32), (blocks % 2 == 1).astype(
@@ -196,23 +196,24 @@ class StepInfo(NamedTuple):
     grad_norm: jax.Array     # []
 
 
-def make_loss(graphdef: nnx.GraphDef, law: D.LawConfig
+def make_loss(graphdef: nnx.GraphDef, law: data.LawConfig
               ) -> Callable[..., tuple[jax.Array, StepInfo]]:
     """``loss(params, uniforms, classes, flat, t, knobs) -> (loss, StepInfo)``; ``uniforms``
     ``[S, B, T, levels]`` drive the rollout (``[0]`` for SSR, all but the last for a full
     rollout)."""
     scales = law.scales
     S = len(scales)
-    blocks = jnp.asarray(D.block_ids(scales))
+    blocks = jnp.asarray(data.block_ids(scales))
 
     def full_context(params, u, classes, temperature):
         def body(k, flat):
-            logits = M.forward(graphdef, params, classes, flat)
-            return jnp.where(blocks[None] == k, M.gumbel_argmax(u[k], logits, temperature), flat)
+            logits = model.forward(graphdef, params, classes, flat)
+            return jnp.where(blocks[None] == k, model.gumbel_argmax(u[k], logits, temperature),
+                             flat)
         return jax.lax.fori_loop(0, S - 1, body, jnp.zeros(u.shape[1:3], jnp.int32))
 
     def loss(params, u, classes, flat, t, kn: Knobs):
-        logits_tf = M.forward(graphdef, params, classes, flat)
+        logits_tf = model.forward(graphdef, params, classes, flat)
         ce = token_ce(logits_tf, flat)                                   # [B, T]
         ce_tf = (ce * kn.tf_mask).sum(-1).mean() / kn.tf_norm
 
@@ -220,8 +221,8 @@ def make_loss(graphdef: nnx.GraphDef, law: D.LawConfig
             frozen = jax.lax.stop_gradient(params)
             ctx = jax.lax.cond(
                 kn.mode == 2, lambda: full_context(frozen, u, classes, kn.temperature),
-                lambda: M.gumbel_argmax(u[0], jax.lax.stop_gradient(logits_tf), kn.temperature))
-            logits_sf = M.forward(graphdef, params, classes, ctx)
+                lambda: model.gumbel_argmax(u[0], jax.lax.stop_gradient(logits_tf), kn.temperature))
+            logits_sf = model.forward(graphdef, params, classes, ctx)
             term = jnp.where(kn.teacher, soft_ce(logits_tf, logits_sf),
                              token_ce(logits_sf, flat))
             return term * kn.sf_mask, token_ce(logits_sf, flat)
@@ -257,21 +258,21 @@ def optimizer(lr: ArrayLike, clip: float) -> optax.GradientTransformation:
                                      optax.scale(-lr)))
 
 
-def make_init(model_cfg: M.ModelConfig, law: D.LawConfig, cfg: TrainConfig
+def make_init(model_cfg: model.ModelConfig, law: data.LawConfig, cfg: TrainConfig
               ) -> tuple[nnx.GraphDef, Callable[[jax.Array], State]]:
     """``(graphdef, init)``: jitted ``init(keys [S]) -> State`` (one model and Adam state per
     seed)."""
-    graphdef, _ = M.graphdef_and_shapes(model_cfg, law)
+    graphdef, _ = model.graphdef_and_shapes(model_cfg, law)
     opt = optimizer(cfg.pretrain_lr, cfg.clip)
 
     def one(key):
-        _, params = M.init(key, model_cfg, law)
+        _, params = model.init(key, model_cfg, law)
         return State(params, opt.init(params))
 
     return graphdef, jax.jit(jax.vmap(one))
 
 
-def make_chunk(graphdef: nnx.GraphDef, law_cfg: D.LawConfig, law: D.Law, cfg: TrainConfig,
+def make_chunk(graphdef: nnx.GraphDef, law_cfg: data.LawConfig, law: data.Law, cfg: TrainConfig,
                steps: int) -> Callable[..., tuple[State, StepInfo]]:
     """Jitted ``chunk(state, data_keys [S], t0, knobs, lr) -> (state, StepInfo [S, steps])``:
     ``steps`` steps of the arm given by ``knobs`` from global step ``t0`` for every seed. The
@@ -304,8 +305,8 @@ def make_chunk(graphdef: nnx.GraphDef, law_cfg: D.LawConfig, law: D.Law, cfg: Tr
 
 
 
-def forward_passes(graphdef: nnx.GraphDef, params: nnx.State, law_cfg: D.LawConfig, law: D.Law,
-                   arm_list: Sequence[Arm], batch_size: int = 4,
+def forward_passes(graphdef: nnx.GraphDef, params: nnx.State, law_cfg: data.LawConfig,
+                   law: data.Law, arm_list: Sequence[Arm], batch_size: int = 4,
                    key: jax.Array | None = None) -> dict[str, float]:
     """Model forward passes per training batch of each arm (``params``: one model), counted
     as they execute: the loss is compiled once with a host callback in every pass and run on
@@ -314,14 +315,14 @@ def forward_passes(graphdef: nnx.GraphDef, params: nnx.State, law_cfg: D.LawConf
     loss = make_loss(graphdef, law_cfg)
     key = jax.random.key(0) if key is None else key
     k_data, k_u = jax.random.split(key)
-    classes, flat = D.sample(k_data, law, batch_size)
+    classes, flat = data.sample(k_data, law, batch_size)
     u = jax.random.uniform(k_u, (law_cfg.num_scales, batch_size, law_cfg.seq_len,
                                  law_cfg.levels))
 
     def value(params, t, kn):
         return loss(params, u, classes, flat, t, kn)[0]
 
-    probe = M.instrument(value, params, jnp.int32(0), knobs(arm_list[0], law_cfg.scales))
-    return {arm.name: 0.5 * sum(M.count_executed(probe, params, jnp.int32(t),
+    probe = model.instrument(value, params, jnp.int32(0), knobs(arm_list[0], law_cfg.scales))
+    return {arm.name: 0.5 * sum(model.count_executed(probe, params, jnp.int32(t),
                                                          knobs(arm, law_cfg.scales))
                                 for t in (0, 1)) for arm in arm_list}

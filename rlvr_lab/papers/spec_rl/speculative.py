@@ -67,7 +67,7 @@ from jax.typing import ArrayLike
 
 from rlvr_lab.envs import tasks
 from rlvr_lab.models import transformer
-from rlvr_lab.train import sequence
+from rlvr_lab.train import sequence, transformer_update
 from rlvr_lab import random_streams as streams
 
 if TYPE_CHECKING:
@@ -272,8 +272,8 @@ def speculative_rollout(key: jax.Array, policy: transformer.Policy, prompts: jax
     prop = _propose_jit(streams.stream(key, "propose"), policy, prompts, prompt_valid, cached,
                         log_l, rnd, temperature=temperature)
     rows = rows_bucket(int((~prop.full).sum()), prompts.shape[0])
-    return _complete_jit(streams.stream(key, "complete"), policy, prompts, prompt_valid, cached, prop,
-                         rows=rows, temperature=temperature, top_p=top_p)
+    return _complete_jit(streams.stream(key, "complete"), policy, prompts, prompt_valid, cached,
+                         prop, rows=rows, temperature=temperature, top_p=top_p)
 
 
 _propose_jit = jax.jit(propose)
@@ -379,9 +379,10 @@ class SpecRun(NamedTuple):
 class SpecDriver:
     """Jitted pieces for one :class:`SpecRLConfig` (any lenience: it is a traced argument).
 
-    Seeds are a leading axis (``sequence.seed_map``). Rollout wall time is measured with
-    compilation excluded: a decode-batch shape seen for the first time is compiled (and run
-    once) before the clock starts, as an engine would capture its shapes up front.
+    Seeds are a leading axis (``transformer_update.seed_mapped``). Rollout wall time is
+    measured with compilation excluded: a decode-batch shape seen for the first time is
+    compiled (and run once) before the clock starts, as an engine would capture its shapes up
+    front.
     """
 
     def __init__(self, config: SpecRLConfig, trainer: sequence.Trainer | None = None):
@@ -418,10 +419,10 @@ class SpecDriver:
                             cached, prop, rows=rows, temperature=t, top_p=top_p)
 
         seeds = (0, 0, None, None)
-        self._fresh = jax.jit(sequence.seed_map(fresh, in_axes=seeds))
-        self._verify = jax.jit(sequence.seed_map(verify, in_axes=seeds + (0, None, None, None)))
-        self._finish = jax.jit(sequence.seed_map(finish, in_axes=seeds + (0, None, 0, None)),
-                               static_argnums=7)
+        self._fresh = transformer_update.seed_mapped(fresh, seeds)
+        self._verify = transformer_update.seed_mapped(verify, seeds + (0, None, None, None))
+        self._finish = transformer_update.seed_mapped(finish, seeds + (0, None, 0, None),
+                                                      static_argnums=7)
         self._store = jax.jit(jax.vmap(cache_store, in_axes=(0, None, 0, 0, 0)))
         self._seen: set = set()
 

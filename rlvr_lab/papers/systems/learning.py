@@ -32,7 +32,8 @@ from jax.typing import ArrayLike
 from rlvr_lab import losses
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.models import tabular
-from rlvr_lab.train import config as C
+from rlvr_lab.train.config import (above_one, choice, instance_of, non_negative_int, option,
+                                   optional, rl_config)
 from rlvr_lab.train import core
 from rlvr_lab.train import rollout as rollout_stages
 from rlvr_lab.train.bandit import BanditConfig, Hparams, make_optimizer, step_metrics
@@ -41,14 +42,14 @@ from rlvr_lab.utils import jit_cpu_options
 CORRECTIONS = ("naive", "decoupled")
 
 
-@C.rl_config
+@rl_config
 class StaleConfig:
     """Stale-rollout training: a bandit config, the loss correction and the ring size H."""
 
-    base: BanditConfig = C.option(BanditConfig(), C.instance_of(BanditConfig))
-    correction: str = C.option("decoupled", C.choice(*CORRECTIONS))
-    max_staleness: int = C.option(16, C.non_negative_int)   # H: the ring keeps k-H .. k
-    behav_cap: float | None = C.option(None, C.optional(C.above_one))  # decoupled: w > cap dropped
+    base: BanditConfig = option(BanditConfig(), instance_of(BanditConfig))
+    correction: str = option("decoupled", choice(*CORRECTIONS))
+    max_staleness: int = option(16, non_negative_int)   # H: the ring keeps k-H .. k
+    behav_cap: float | None = option(None, optional(above_one))  # decoupled: w > cap dropped
 
     def __post_init__(self):
         if self.base.policy_loss != "ppo_clip" or self.base.beta != 0 or \
@@ -102,10 +103,11 @@ def make_train(config: StaleConfig) -> Callable[..., tuple[jax.Array, dict[str, 
                                                   behav_cap=config.behav_cap)
             return jnp.where(decoupled, decoupled_loss, naive)
 
-        def loss_fn(logits, mb):
-            logp = tabular.log_policy(logits, base.temperature)[mb["prompts"], mb["answers"]]
-            loss = token_loss(logp, mb["prox"], mb["behav"], mb["adv"])
-            return losses.aggregate(loss, mb["keep"], base.loss_agg_mode), {}
+        def loss_fn(logits, minibatch):
+            logp = tabular.log_policy(logits, base.temperature)[minibatch["prompts"],
+                                                                minibatch["answers"]]
+            loss = token_loss(logp, minibatch["prox"], minibatch["behav"], minibatch["adv"])
+            return losses.aggregate(loss, minibatch["keep"], base.loss_agg_mode), {}
 
         def step(carry, inp):
             logits, opt_state, ring = carry
@@ -166,13 +168,14 @@ def train_grid(config: StaleConfig, key: jax.Array, num_seeds: int, stale_probs:
     for c in corrections:
         if c not in CORRECTIONS:
             raise ValueError(f"correction {c!r} is not allowed; choose from {CORRECTIONS}")
-    C, D, S = len(corrections), stale_probs.shape[0], num_seeds
-    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(S))
+    # cells [C, D, S]: corrections x staleness distributions x seeds
+    grid = (len(corrections), stale_probs.shape[0], num_seeds)
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_seeds))
     flags = jnp.asarray([c == "decoupled" for c in corrections])
-    cell_keys = jnp.broadcast_to(keys[None, None], (C, D, S)).reshape(-1)
-    cell_probs = jnp.broadcast_to(stale_probs[None, :, None], (C, D, S, stale_probs.shape[1]))
-    cell_flags = jnp.broadcast_to(flags[:, None, None], (C, D, S)).reshape(-1)
-    logits, metrics = _compiled(config)(cell_keys, cell_probs.reshape(C * D * S, -1),
+    cell_keys = jnp.broadcast_to(keys[None, None], grid).reshape(-1)
+    cell_probs = jnp.broadcast_to(stale_probs[None, :, None], grid + (stale_probs.shape[1],))
+    cell_flags = jnp.broadcast_to(flags[:, None, None], grid).reshape(-1)
+    logits, metrics = _compiled(config)(cell_keys, cell_probs.reshape(-1, stale_probs.shape[1]),
                                         cell_flags)
-    unflat = lambda x: x.reshape((C, D, S) + x.shape[1:])
+    unflat = lambda x: x.reshape(grid + x.shape[1:])
     return unflat(logits), jax.tree.map(unflat, metrics)

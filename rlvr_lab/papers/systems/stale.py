@@ -42,7 +42,7 @@ from rlvr_lab import losses
 from rlvr_lab.models import transformer
 from rlvr_lab.papers.cures import small
 from rlvr_lab.papers.cures.posterior import sample_prompts
-from rlvr_lab.train import core, sequence
+from rlvr_lab.train import sequence, transformer_update
 
 
 # ----------------------------------------------------------------------------- the ring
@@ -85,37 +85,30 @@ def stale_update(key: jax.Array, policy: transformer.Policy, behav_policy: trans
     """One update on a batch sampled by ``behav_policy`` (``batch.behav_logp`` its log-probs):
     ``rl``'s estimator, epochs x minibatches, naive or decoupled PPO (``decoupled`` may be
     traced). Returns ``(policy, opt_state, metrics)``."""
-    opt = sequence.make_optimizer(rl)
     eps = 0.2 if rl.epsilon is None else rl.epsilon
-    adv = core.estimator(rl)(rewards, None)
-    flat_adv = adv.adv.reshape(-1).astype(jnp.float32)
-    token_mask = batch.mask & adv.keep.reshape(-1)[:, None]
-
-    def score(pol):
-        return transformer.score(pol, batch.prompts, batch.prompt_valid, batch.tokens,
-                                 temperature=rl.temperature)
-
-    prox = jax.lax.stop_gradient(score(policy))
+    _, flat_adv, token_mask = transformer_update.row_advantages(rl, rewards, batch.mask,
+                                                                float32=True)
+    prox = jax.lax.stop_gradient(transformer_update.score(policy, batch, rl.temperature))
     behav = batch.behav_logp
 
-    def objective(pol, mb):
-        logp = transformer.score(pol, mb["prompts"], mb["valid"], mb["tokens"],
-                                 temperature=rl.temperature)
-        a = mb["adv"][:, None]
-        naive = losses.ppo_clip(logp, mb["behav"], a, epsilon=eps)
-        dec = losses.decoupled_ppo(logp, mb["prox"], mb["behav"], a, epsilon=eps)
-        loss = losses.aggregate(jnp.where(decoupled, dec, naive), mb["mask"], rl.loss_agg_mode)
-        centre = jnp.where(decoupled, mb["prox"], mb["behav"])
-        clipped = losses.is_clipped(logp, centre, a, epsilon=eps, epsilon_high=None)
-        return loss, {"loss": loss,
-                      "clip_frac": losses.masked_mean(clipped.astype(logp.dtype), mb["mask"])}
+    def objective(pol, minibatch):
+        logp = transformer.score(pol, minibatch["prompts"], minibatch["valid"],
+                                 minibatch["tokens"], temperature=rl.temperature)
+        adv = minibatch["adv"][:, None]
+        naive = losses.ppo_clip(logp, minibatch["behav"], adv, epsilon=eps)
+        dec = losses.decoupled_ppo(logp, minibatch["prox"], minibatch["behav"], adv, epsilon=eps)
+        loss = losses.aggregate(jnp.where(decoupled, dec, naive), minibatch["mask"],
+                                rl.loss_agg_mode)
+        centre = jnp.where(decoupled, minibatch["prox"], minibatch["behav"])
+        clipped = losses.is_clipped(logp, centre, adv, epsilon=eps, epsilon_high=None)
+        return loss, {"loss": loss, "clip_frac": losses.masked_mean(clipped.astype(logp.dtype),
+                                                                    minibatch["mask"])}
 
     data = {"prompts": batch.prompts, "valid": batch.prompt_valid, "tokens": batch.tokens,
             "behav": behav, "prox": prox, "adv": flat_adv, "mask": token_mask}
-    policy, opt_state, out = core.update(key, policy, opt_state, data, objective, opt,
-                                         num_epochs=rl.num_iterations,
-                                         num_minibatches=rl.num_minibatches,
-                                         permutation=jax.random.permutation)
+    # rows are shuffled at every epoch, with one minibatch too
+    policy, opt_state, out = transformer_update.optimize(key, policy, opt_state, data, objective,
+                                                         rl, shuffle=True)
     valid = batch.mask
     out.update(behav_k3=losses.masked_mean(losses.kl("k3", behav, prox), valid),
                behav_ratio_max=jnp.max(jnp.where(valid, jnp.exp(prox - behav), 0.0)))
@@ -132,8 +125,8 @@ class StaleDriver:
                              "around the proximal policy binds")
         self.rl, self.size, self.evaluator = rl, int(max_staleness) + 1, evaluator
         self.trainer = evaluator.trainer
-        self._step = jax.jit(sequence.seed_map(self._step_one, in_axes=(0, 0, 0, None, None)))
-        self._init_opt = jax.jit(jax.vmap(sequence.make_optimizer(rl).init))
+        self._step = transformer_update.seed_mapped(self._step_one, (0, 0, 0, None, None))
+        self._init_opt = jax.jit(jax.vmap(transformer_update.make_optimizer(rl).init))
 
     def _step_one(self, key, state: StaleState, arm: StaleArm, pool_prompts, pool_valid):
         rl = self.rl

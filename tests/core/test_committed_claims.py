@@ -1,0 +1,78 @@
+"""The committed full-run table (`figures/claims.csv`) keeps the engine's promises: every verdict
+follows from its own columns, a `not applicable here` row states what the rule alone would give,
+every small-model interval rests on at least 3 SFT bases, and (where a quick run sits beside it)
+no claim passes in one run and fails in the other."""
+import math
+
+import pandas as pd
+import pytest
+
+from rlvr_lab import claims, report
+
+FULL = report.ROOT / "figures" / "claims.csv"
+QUICK = report.ROOT / "figures" / "quick" / "claims.csv"
+DECIDED = ("pass", "fail", "inconclusive")
+
+
+def _table(path):
+    if not path.is_file():
+        pytest.skip(f"no {path.relative_to(report.ROOT)}")
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
+def _number(value) -> float:
+    number = pd.to_numeric(value, errors="coerce")
+    return math.nan if pd.isna(number) else float(number)
+
+
+def _rule_verdict(row, *, gated: bool = True) -> str:
+    control = row.control_verdict if gated and isinstance(row.control_verdict, str) else ""
+    return claims.verdict_from(row.rule, row.direction, _number(row.estimate),
+                               _number(row.ci_low), _number(row.ci_high),
+                               _number(row.threshold), _number(row.fail_threshold), control)
+
+
+def _declared_rows(df):
+    return df[df.rule.isin(["superiority", "non_inferiority", "equivalence", "threshold",
+                            "exact"])]
+
+
+@pytest.mark.parametrize("path", [FULL, QUICK], ids=["full", "quick"])
+def test_every_verdict_follows_from_its_columns(path):
+    df = _declared_rows(_table(path))
+    assert len(df), "no declared rows"
+    wrong = [(r.experiment, r.claim, r.verdict, _rule_verdict(r))
+             for r in df.itertuples() if r.verdict in DECIDED and r.verdict != _rule_verdict(r)]
+    assert not wrong, f"verdicts that do not follow from their columns: {wrong}"
+
+
+@pytest.mark.parametrize("path", [FULL, QUICK], ids=["full", "quick"])
+def test_not_applicable_rows_say_what_the_rule_gives(path):
+    df = _declared_rows(_table(path))
+    rows = df[df.verdict == "not applicable here"]
+    # the rule alone, before any gating on the positive control
+    missing = [(r.claim, _rule_verdict(r, gated=False)) for r in rows.itertuples()
+               if f"would give {_rule_verdict(r, gated=False)}" not in str(r.reason)]
+    assert not missing, f"not-applicable rows whose reason hides the rule's verdict: {missing}"
+
+
+def test_full_run_small_model_intervals_rest_on_three_bases():
+    df = _declared_rows(_table(FULL))
+    small = df[(df.setting == "small model") & (df.rule != "exact")
+               & df.interval_method.astype(str).str.contains("base")]
+    assert len(small)
+    few = small[pd.to_numeric(small.n_bases, errors="coerce") < 3]
+    assert few.empty, f"small-model intervals over fewer than 3 bases: {few.claim.tolist()}"
+
+
+def test_no_claim_passes_in_one_run_and_fails_in_the_other():
+    full, quick = _table(FULL), _table(QUICK)
+    both = full.merge(quick, on=["experiment", "claim"], suffixes=("", "_quick"))
+    pair = both.verdict + "/" + both.verdict_quick
+    flips = both[pair.isin(["pass/fail", "fail/pass"])]
+    assert flips.empty, f"pass in one run, fail in the other: {flips.claim.tolist()}"
+
+
+def test_claim_ids_are_unique():
+    df = _table(FULL)
+    assert not df.duplicated(["experiment", "claim"]).any()
