@@ -431,3 +431,21 @@ def softmax_inf(logits):
 def correct_mass(logits, correct):
     p = softmax_inf(logits)
     return math.fsum(pi for pi, ok in zip(p, correct) if ok)
+
+
+DEGENERATE_CASES = ("all_equal", "one_valid", "all_masked", "g1")
+
+
+def degenerate_group(case: str):
+    """``(rewards, mask)`` of a degenerate batch of 3 groups (float32 rewards all 0.1):
+    ``all_equal`` (G=4, every rollout valid), ``one_valid`` (one valid rollout in the whole
+    batch), ``all_masked`` (none valid), ``g1`` (one rollout per group)."""
+    shape = (3, 1) if case == "g1" else (3, 4)
+    rewards = np.full(shape, 0.1, np.float32)
+    mask = np.ones(shape, bool)
+    if case == "one_valid":
+        mask[:] = False
+        mask[1, 2] = True
+    if case == "all_masked":
+        mask[:] = False
+    return rewards, mask

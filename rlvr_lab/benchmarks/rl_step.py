@@ -102,17 +102,7 @@ def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
     mc = dataclasses.replace(config.base.model_config(), dtype=dtype)
     policy = transformer.init(jax.random.key(0), mc)
     trainer = sequence.Trainer(config, base_policy=policy)
-    state = trainer.init_state(num_seeds)
-    key = jax.random.key(1)
-    state, _ = trainer.train_step(key, state, 0)           # compile
-    jax.block_until_ready(state)
-    holder = {"state": state, "step": 1}
-
-    def one():
-        holder["state"], _ = trainer.train_step(key, holder["state"], holder["step"])
-        holder["step"] += 1
-        jax.block_until_ready(holder["state"])
-
+    key, one, holder = _stepper(trainer, num_seeds)
     # best of 10 (20): a step is ~0.2 s and this machine's speed drifts between calls
     seconds = best_time(one, 10 if quick else 20)
     roll_s, update_s = _phase_seconds(trainer, key, holder["state"], 5 if quick else 10)
@@ -175,12 +165,13 @@ def study_config() -> sequence.SequenceRLConfig:
         eval_every=15, eval_problems=64, eval_samples=4)
 
 
-def _steps_per_second(trainer: sequence.Trainer, num_seeds: int, repeats: int) -> float:
-    """Best steps per second of ``trainer.train_step`` on ``num_seeds`` seeds (first step,
-    which compiles, excluded)."""
+def _stepper(trainer: sequence.Trainer, num_seeds: int):
+    """``(key, one, holder)``: ``one()`` runs the next ``trainer.train_step`` on ``num_seeds``
+    seeds and waits for it; the first step, which compiles, has run already. ``holder``
+    keeps the current state (``holder["state"]``)."""
     state = trainer.init_state(num_seeds)
     key = jax.random.key(1)
-    state, _ = trainer.train_step(key, state, 0)
+    state, _ = trainer.train_step(key, state, 0)           # compile
     jax.block_until_ready(state)
     holder = {"state": state, "step": 1}
 
@@ -189,7 +180,13 @@ def _steps_per_second(trainer: sequence.Trainer, num_seeds: int, repeats: int) -
         holder["step"] += 1
         jax.block_until_ready(holder["state"])
 
-    return 1.0 / best_time(one, repeats)
+    return key, one, holder
+
+
+def _steps_per_second(trainer: sequence.Trainer, num_seeds: int, repeats: int) -> float:
+    """Best steps per second of ``trainer.train_step`` on ``num_seeds`` seeds (first step,
+    which compiles, excluded)."""
+    return 1.0 / best_time(_stepper(trainer, num_seeds)[1], repeats)
 
 
 @benchmark("small_study_seed_steps")

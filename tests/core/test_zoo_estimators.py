@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from rlvr_lab import advantages as adv
+import reference as ref
 
 # ragged: a full group, a masked entry, a lone rollout, an all-equal group, a fully masked group
 REWARDS = np.array([
@@ -178,16 +179,9 @@ def test_identities_with_existing_estimators():
 
 # ----------------------------------------------------------------------------- degenerate groups
 @pytest.mark.parametrize("name", ESTIMATORS + ("remax",))
-@pytest.mark.parametrize("case", ["all_equal", "one_valid", "all_masked", "g1"])
+@pytest.mark.parametrize("case", ref.DEGENERATE_CASES)
 def test_degenerate_inputs_are_finite(name, case):
-    shape = (3, 1) if case == "g1" else (3, 4)
-    rewards = np.full(shape, 0.1, np.float32)
-    mask = np.ones(shape, bool)
-    if case == "one_valid":
-        mask[:] = False
-        mask[1, 2] = True
-    if case == "all_masked":
-        mask[:] = False
+    rewards, mask = ref.degenerate_group(case)
     kw = {"baseline": np.full(3, 0.1)} if name == "remax" else {}
     out = np.asarray(adv.compute(name, rewards, mask, **kw).adv)
     assert np.all(np.isfinite(out))
