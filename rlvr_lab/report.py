@@ -6,9 +6,9 @@ never typed by hand. ``python -m rlvr_lab.report [claims.csv] [README.md]`` does
 a stored ``claims.csv``.
 
 A second block says how many verdicts change when only float rounding changes: the same
-reproduction rerun with XLA:CPU's YNNPACK kernels off (``XLA_FLAGS=
---xla_cpu_experimental_ynn_fusion_type=``, every matmul rounded by XLA's own kernels instead),
-its claims stored in ``figures/rounding/claims.csv``. That block lives in
+reproduction rerun under other rounding (the procedure of ``docs/claims.md``: XLA:CPU limited
+to another ISA, freshly trained SFT bases), its claims stored in
+``figures/rounding/claims.csv``. That block lives in
 ``docs/reproducibility.md`` (:data:`ROUNDING_DOC`), not in the README; ``python -m
 rlvr_lab.report --rounding [other.csv] [claims.csv] [page.md]`` rewrites it.
 """
@@ -82,8 +82,8 @@ def rounding_table(base: pd.DataFrame, other: pd.DataFrame, *,
     lines.append(f"| **all** | **{len(evaluated)}** | **{int(evaluated.changed.sum())}** |")
     changed = both[both.changed]
     if len(changed):
-        lines += ["", "| experiment | claim | verdict | without YNNPACK | measured | without "
-                  "YNNPACK |", "|---|---|---|---|---:|---:|"]
+        lines += ["", "| experiment | claim | verdict | in the rerun | measured | in the rerun |",
+                  "|---|---|---|---|---:|---:|"]
         for row in changed.itertuples():
             lines.append(f"| {row.experiment} | `{row.claim}` | {row.verdict} | "
                          f"{row.other_verdict} | {_number(row.measured)} | "
