@@ -102,8 +102,8 @@ TG.samples_table(base, base_cfg, heldout, jax.random.key(3))
 # %% [markdown]
 # ## 3. GRPO
 #
-# `TG.rl_config(quick)` is the experiment's setting: 16 prompts x G=8 rollouts per step,
-# PPO-clip (on-policy: one update per batch), token-mean aggregation, no KL, Adam with a short
+# `TG.rl_config(quick)` is the experiment's setting: 32 prompts x G=8 rollouts per step,
+# PPO-clip over 2 mini-batches (the second one slightly off-policy), token-mean aggregation, no KL, Adam with a short
 # warm-up. The seeds of one base run in one compiled program (a leading seed axis, mapped
 # seed by seed); the verifier runs on the host between the jitted rollout and update. Held-out problems are evaluated every `eval_every`
 # steps. With $G$ responses $y_i$ to a prompt, advantages $A_i$ (section 1 of the quick start)
