@@ -237,6 +237,14 @@ def nested(values: npt.ArrayLike, bases: npt.ArrayLike) -> Sample:
     return Sample(values, bases)
 
 
+def nested_by_base(per_base: Sequence[Mapping[str, npt.ArrayLike]], labels: npt.ArrayLike,
+                   ids: Iterable[str]) -> dict[str, Sample]:
+    """``{id: nested(...)}`` for each of ``ids``: every base's per-seed numbers ``per_base[j][id]``
+    concatenated in base order, labelled by ``labels`` (``rlvr_lab.train.bases.labels``) -- what
+    a study's ``measure`` returns for the bases it just ran."""
+    return {i: nested(np.concatenate([numbers[i] for numbers in per_base]), labels) for i in ids}
+
+
 def proportion(outcomes: npt.ArrayLike) -> Sample:
     """0/1 outcomes of independent trials (e.g. "the mass decreased in this trial"). Their
     interval is the exact Clopper-Pearson interval: a t-interval would collapse to a point when

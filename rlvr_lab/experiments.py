@@ -246,16 +246,18 @@ class Context:
 
     def _in_declared_order(self, decided: list[Claim]) -> list[Claim]:
         """``decided`` with a ``not evaluated`` row for each skipped claim, in declared order."""
+        skipped = self.skipped()
         rows = {c.id: c for c in decided}
         rows |= {s.id: Claim.not_run(s, f"quick mode skips it ({s.full_only}); the full "
                                         "reproduction decides it")
-                 for s in self.declared if s.id in self.skipped()}
+                 for s in self.declared if s.id in skipped}
         return [rows[s.id] for s in self.declared]
 
     def decide(self, samples, *, seeds_per_base: int = 1) -> list[Claim]:
         """Decide every declared claim of this experiment from ``{claim id: sample}`` (one
         look; see :func:`rlvr_lab.claims.decide_all`); samples of skipped claims are ignored."""
-        samples = {k: v for k, v in samples.items() if k not in self.skipped()}
+        skipped = self.skipped()
+        samples = {k: v for k, v in samples.items() if k not in skipped}
         return self._in_declared_order([Claim.from_decision(d) for d in claims_engine.decide_all(
             self._specs(), samples, seeds_per_base=seeds_per_base)])
 

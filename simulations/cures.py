@@ -422,8 +422,7 @@ def run_cures_small(ctx):
         rows.extend(pd.DataFrame({"base": b, "seed": np.arange(len(n["target"])), **n})
                     for b, n in zip(base_ids, numbers))
         labels = bases.labels(base_ids, ctx.plan.seeds_per_base)
-        return {cid: claims.nested(np.concatenate([n[cid] for n in numbers]), labels)
-                for cid in open_ids}
+        return claims.nested_by_base(numbers, labels, open_ids)
 
     decided, _ = ctx.sequential(measure)
     seeds = pd.concat(rows, ignore_index=True)

@@ -36,7 +36,6 @@ The functions below are also what ``notebooks/03_dars.ipynb`` calls, so the figu
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from rlvr_lab import claims, experiments
@@ -328,8 +327,7 @@ def run_small_experiment(ctx):
             frames.append(small_frame(runs, configs).assign(base=b))
             first.setdefault("runs", (runs, configs))
         labels = bases.labels(base_ids, m)
-        return {cid: claims.nested(np.concatenate([n[cid] for n in numbers]), labels)
-                for cid in open_ids}
+        return claims.nested_by_base(numbers, labels, open_ids)
 
     decided, _ = ctx.sequential(measure)
     frame = pd.concat(frames, ignore_index=True)

@@ -192,33 +192,6 @@ def e3_small_figure(res, names, ks, passk):
     return fig
 
 
-def e3_small_figure(res, names, ks, passk):
-    fig, axes = plotting.subplots(1, 3, figsize=(15, 4.0))
-    t = np.arange(1, res.steps + 1)
-    colors = {"uniform GRPO": "#1b6ca8", "E3": "#d1495b"}
-    for i, name in enumerate(names):
-        plotting.band(axes[0], t, res.history["temperature"][:, i].T, label=f"{name}: T",
-                      color=colors.get(name))
-        plotting.band(axes[0], t, res.history["entropy"][:, i].T, label=f"{name}: entropy",
-                      color=colors.get(name), ls="--")
-        plotting.band(axes[1], res.eval_steps, res.pass1()[:, i].T, label=name, marker="o",
-                      ms=3, color=colors.get(name))
-        plotting.band(axes[2], ks, passk["final"][i], label=f"{name} (final)", marker="o",
-                      ms=3, color=colors.get(name))
-    plotting.band(axes[2], ks, passk["base"][0], label="SFT base", color="0.4", marker="s", ms=3)
-    axes[0].set(xlabel="step", ylabel="T / token entropy (nats)",
-                title="sampling temperature and entropy")
-    axes[1].set(xlabel="step", ylabel="held-out pass@1 at T = 1",
-                title="held-out pass@1 (every arm at T = 1)")
-    axes[2].set(xscale="log", xlabel="k", ylabel="held-out pass@k at T = 1",
-                title="pass@k: base vs after training")
-    axes[2].set_xscale("log", base=2)
-    for ax in axes:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
 SMALL_CLAIMS = (
     cures.small_control("e3_small"),
     claims.Declared(

@@ -342,8 +342,8 @@ def run(ctx):
             numbers.append({"roll_grpo_raises_pass1": heldout["final"] - heldout["base"],
                             "roll_abort_saves_tokens": savings(table, "roll")})
         labels = bases.labels(base_ids, per_base)
-        out = {c: claims.nested(np.concatenate([n[c] for n in numbers]), labels)
-               for c in ("roll_grpo_raises_pass1", "roll_abort_saves_tokens") if c in open_ids}
+        out = claims.nested_by_base(numbers, labels, [
+            c for c in ("roll_grpo_raises_pass1", "roll_abort_saves_tokens") if c in open_ids])
         if "roll_token_accounting_exact" in open_ids:
             out["roll_token_accounting_exact"] = claims.seeds(accounting_errors(
                 pd.concat(tables, ignore_index=True)))

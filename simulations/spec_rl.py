@@ -206,8 +206,7 @@ def run(ctx):
             frames.append(df.assign(base=b, seed=df.seed + b * per_base))
             summaries.append(summary.assign(base=b, seed=summary.seed + b * per_base))
         labels = bases.labels(base_ids, per_base)
-        return {c: claims.nested(np.concatenate([n[c] for n in numbers]), labels)
-                for c in open_ids}
+        return claims.nested_by_base(numbers, labels, open_ids)
 
     decided, _ = ctx.sequential(measure)
     df = pd.concat(frames, ignore_index=True)

@@ -173,8 +173,7 @@ def tiny_grpo(ctx):
         runs.extend(new)
         numbers = [seed_numbers(r) for r in new]
         labels = bases.labels(base_ids, ctx.plan.seeds_per_base)
-        return {cid: claims.nested(np.concatenate([n[cid] for n in numbers]), labels)
-                for cid in open_ids}
+        return claims.nested_by_base(numbers, labels, open_ids)
 
     decided, _ = ctx.sequential(measure)
     run = bases.concat_runs(runs)

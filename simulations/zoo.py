@@ -353,8 +353,7 @@ def zoo_small(ctx: Context):
         results.extend(new)
         numbers = [small_numbers(r) for r in new]
         labels = bases.labels(base_ids, ctx.plan.seeds_per_base)
-        return {cid: claims.nested(np.concatenate([n[cid] for n in numbers]), labels)
-                for cid in open_ids}
+        return claims.nested_by_base(numbers, labels, open_ids)
 
     decided, _ = ctx.sequential(measure)
     res = small.concat_results(results)
