@@ -11,6 +11,13 @@ to another ISA, freshly trained SFT bases), its claims stored in
 ``figures/rounding/claims.csv``. That block lives in
 ``docs/reproducibility.md`` (:data:`ROUNDING_DOC`), not in the README; ``python -m
 rlvr_lab.report --rounding [other.csv] [claims.csv] [page.md]`` rewrites it.
+
+Where a claim comes from is bibliography, not a result: ``python -m rlvr_lab.report --sources
+[claims.csv]`` rewrites the ``paper_ref`` and ``paper_value`` columns of a stored table (and
+its ``CLAIMS.md``) from the claims' current declarations (:func:`refresh_sources`), so a
+corrected citation does not need an hour of recomputation. It touches no other column, and it
+refuses when a row's rule, direction or thresholds no longer match its declaration: that table
+was decided under another declaration and only a rerun may change it.
 """
 from __future__ import annotations
 
@@ -110,6 +117,47 @@ def stability(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
     out = base.copy()
     out["stable"] = stable
     return out
+
+
+SOURCE_COLUMNS = ("paper_ref", "paper_value")
+# what decided the verdict: a stored row whose declaration changed any of these is stale
+_DECISION_COLUMNS = ("rule", "direction", "threshold", "fail_threshold")
+
+
+def refresh_sources(df: pd.DataFrame, declared: dict[tuple[str, str], object]) -> pd.DataFrame:
+    """``df`` with :data:`SOURCE_COLUMNS` taken from ``declared`` (``{(experiment, claim):
+    claims.Declared}``). Raises ``ValueError`` naming the first row whose claim is no longer
+    declared, or whose rule, direction or thresholds differ from its declaration."""
+    out = df.copy()
+    for col in SOURCE_COLUMNS:
+        out[col] = out[col].astype(object)
+    for i, row in enumerate(df.itertuples(index=False)):
+        spec = declared.get((row.experiment, row.claim))
+        if spec is None:
+            raise ValueError(f"claim {row.experiment}/{row.claim} is not declared any more; "
+                             "rerun the experiment instead of refreshing its sources")
+        stored = {c: getattr(row, c) for c in _DECISION_COLUMNS}
+        wanted = {c: getattr(spec, c) for c in _DECISION_COLUMNS}
+        for c in _DECISION_COLUMNS:
+            a, b = stored[c], wanted[c]
+            # numbers: the csv keeps six significant digits
+            same = (str(a) == str(b)) if c in ("rule", "direction") else (
+                pd.notna(a) and math.isclose(float(a), float(b), rel_tol=1e-5, abs_tol=1e-12))
+            if not same:
+                raise ValueError(f"claim {row.experiment}/{row.claim}: stored {c}={a!r} but "
+                                 f"declared {b!r}; the table is stale, rerun the experiment")
+        for col in SOURCE_COLUMNS:
+            out.iat[i, out.columns.get_loc(col)] = getattr(spec, col)
+    return out
+
+
+def declared_claims() -> dict[tuple[str, str], object]:
+    """``{(experiment, claim id): claims.Declared}`` of every registered experiment."""
+    from rlvr_lab import experiments  # experiments imports this module lazily: no circle
+
+    experiments.load_all()
+    return {(name, spec.id): spec for name, exp in experiments.registry().items()
+            for spec in exp.declared}
 
 
 def flips(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
@@ -275,6 +323,25 @@ def main(argv: list[str] | None = None) -> None:
         readme.write_text(bibliography.replace_block(readme.read_text(), block,
                                                      ROUNDING_START, ROUNDING_END))
         print(f"wrote {readme}")
+        return
+    if argv[:1] == ["--sources"]:
+        from rlvr_lab import experiments
+
+        csv = Path(argv[1]) if len(argv) > 1 else io.figures_dir() / "claims.csv"
+        df = pd.read_csv(csv)
+        try:
+            fresh = refresh_sources(df, declared_claims())
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        quick = csv.parent.name == "quick"
+        io.atomic_write_text(csv, fresh.to_csv(index=False))
+        io.atomic_write_text(csv.parent / "CLAIMS.md",
+                             experiments.claims_markdown(fresh, quick=quick))
+        changed = int((fresh[list(SOURCE_COLUMNS)].fillna("").astype(str)
+                       != df[list(SOURCE_COLUMNS)].fillna("").astype(str)).any(axis=1).sum())
+        print(f"wrote the paper_ref / paper_value columns of {csv} ({changed} rows changed) "
+              f"and {csv.parent / 'CLAIMS.md'}")
         return
     csv = Path(argv[0]) if argv else io.figures_dir() / "claims.csv"
     readme = Path(argv[1]) if len(argv) > 1 else ROOT / "README.md"

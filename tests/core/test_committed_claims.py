@@ -80,3 +80,31 @@ def test_no_claim_passes_in_one_run_and_fails_in_the_other():
 def test_claim_ids_are_unique():
     df = _table(FULL)
     assert not df.duplicated(["experiment", "claim"]).any()
+
+
+def test_committed_sources_match_the_declarations():
+    """`paper_ref` / `paper_value` of the committed table are the declarations' (refreshed by
+    `python -m rlvr_lab.report --sources`), and every row's rule and thresholds are still the
+    declared ones (otherwise the table is stale and refresh_sources refuses)."""
+    df = _table(FULL)
+    fresh = report.refresh_sources(df, report.declared_claims())
+    cols = list(report.SOURCE_COLUMNS)
+    stale = df[(fresh[cols].fillna("").astype(str) != df[cols].fillna("").astype(str))
+               .any(axis=1)]
+    assert stale.empty, ("claims.csv cites other sources than the declarations; run `python "
+                         f"-m rlvr_lab.report --sources`: {list(stale.claim)}")
+
+
+def test_refresh_sources_takes_only_the_citation_and_refuses_a_changed_rule():
+    spec = claims.Declared("c", statement="s", rule="superiority", threshold=0.1,
+                           fail_threshold=0.0, paper_ref="Sec. 3, Table 2", paper_value="+2 pp")
+    row = dict(experiment="e", claim="c", rule="superiority", direction=">", threshold=0.1,
+               fail_threshold=0.0, paper_ref="abstract", paper_value="", estimate=0.5,
+               verdict="pass")
+    out = report.refresh_sources(pd.DataFrame([row]), {("e", "c"): spec})
+    assert out.loc[0, "paper_ref"] == "Sec. 3, Table 2" and out.loc[0, "paper_value"] == "+2 pp"
+    assert out.loc[0, "estimate"] == 0.5 and out.loc[0, "verdict"] == "pass"
+    with pytest.raises(ValueError, match="threshold"):
+        report.refresh_sources(pd.DataFrame([{**row, "threshold": 0.05}]), {("e", "c"): spec})
+    with pytest.raises(ValueError, match="not declared"):
+        report.refresh_sources(pd.DataFrame([{**row, "claim": "gone"}]), {("e", "c"): spec})
