@@ -47,6 +47,11 @@ from simulations import tiny_grpo
 
 PAPER = "BroRL"
 REF = "arXiv:2510.01180 abstract"
+# the authors' blog states the plateau and the revival in its opening section (its body
+# beyond that was not reached: the page index holds only the start of each page)
+BLOG_REF = (f"{REF}; authors' NVIDIA technical blog 'Breaking Through Reinforcement "
+            "Learning Training Limits with Scaling Rollouts in BroRL' (2025-11-19), "
+            "opening section (ProRL plateau; rollout scaling breaks through it)")
 VANISH = 0.01   # "falls below 1%": the mass-decrease claims' threshold (the module's criterion)
 
 # ============================================================================ mass balance
@@ -156,7 +161,7 @@ def run_mass_balance(ctx):
 # ============================================================================ bank training
 TRAINING_CLAIMS = (
     claims.Declared(
-        "large_n_revives_saturated", setting="bank",
+        "large_n_revives_saturated", setting="bank", paper_ref=BLOG_REF,
         statement="After N=16 training saturates, continuing with N=512 gains more accuracy "
                   "than continuing with N=16 (same number of steps)",
         paper_value="BroRL revives ProRL-1.5B saturated after 3K steps",
@@ -245,7 +250,7 @@ SMALL_CLAIMS = (
         estimand="held-out pass@1 after phase 1 minus the SFT base's, per seed", unit="pass@1",
         rule="superiority", direction=">", threshold=0.0),
     claims.Declared(
-        "small_phase1_plateau", paper_ref=REF,
+        "small_phase1_plateau", paper_ref=BLOG_REF,
         statement="phase-1 GRPO (N=8) has saturated: held-out pass@1 no longer moves",
         paper_value="ProRL saturates after ~3K steps",
         estimand="held-out pass@1 at phase 1's last evaluation minus at the one before "
@@ -253,13 +258,13 @@ SMALL_CLAIMS = (
         rule="equivalence", direction="<", threshold=PLATEAU_MARGIN, level=0.90,
         note="90% interval: the paired TOST at 5% the module used before"),
     claims.Declared(
-        "small_large_n_improves_beyond_plateau", paper_ref=REF,
+        "small_large_n_improves_beyond_plateau", paper_ref=BLOG_REF,
         statement="continuing the saturated checkpoint with N=64 raises held-out pass@1",
         paper_value="continuous improvement beyond the saturation point",
         estimand=_paired("of N=64 after phase 2 minus at the checkpoint"), unit="pass@1",
         rule="superiority", direction=">", threshold=0.0),
     claims.Declared(
-        "brorl_revival_equal_rollouts", paper_ref=REF,
+        "brorl_revival_equal_rollouts", paper_ref=BLOG_REF,
         statement="large-N rollouts revive the saturated policy at equal rollouts: from each "
                   "base's own plateaued checkpoint, continuing with N=64 ends above "
                   "continuing with N=8 after the same number of phase-2 rollouts",
