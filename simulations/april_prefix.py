@@ -224,9 +224,12 @@ CLAIMS = (
     claims.Declared(
         "april_prefix_accuracy_vs_sync",
         statement="APRIL (no correction) does not hurt accuracy at equal training steps",
-        paper_value="+2.1% average accuracy (max +8%)",
-        paper_ref=("arXiv:2509.18521 abstract (v1: max +8%); the +2.1% average from summaries of "
-                   "v3 (inferred)"),
+        paper_value="max +8% final accuracy (abstract v1); README eval/aime curve: partial "
+                    "~0.68 vs baseline ~0.66 at the last step (Qwen3-4B, DAPO-Math-17k, read "
+                    "off the plot); +2.1% average: summaries of v3 only, not read",
+        paper_ref=("arXiv:2509.18521 abstract (v1: at most 8% higher final accuracy); authors' "
+                   "README (RLsys-Foundation/APRIL), Results and Comparison, eval/aime figure "
+                   "(imgs/eval_dapo_qwen.png, partial vs baseline)"),
         estimand=f"{_FINAL}, APRIL-none minus synchronous, per seed", unit="pass@1",
         rule="non_inferiority", direction=">", threshold=-MARGIN_VS_SYNC,
         note="margin 0.02 < the paper's +2.1 pp gain"),

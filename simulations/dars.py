@@ -136,14 +136,18 @@ STUDY_CLAIMS = (
     _sup("dars_raises_passk_et_equal_budget",
          "DARS-ET raises pass@128 over GRPO (N=8) at GRPO's total rollout budget",
          f"{PASSK_128} once GRPO N=8's total rollouts are spent (interpolated), DARS-ET minus "
-         "GRPO N=8, per seed", "pass@128", "'no extra inference cost at convergence'"),
+         "GRPO N=8, per seed", "pass@128",
+         f"Pass@128 {P['DARS-ET'][1]} vs {P['GRPO'][1]} (equal steps); 'no extra "
+         "inference cost at convergence'", paper_ref=README_TABLE),
     _sup("dars_raises_passk_hw", "DARS-HW raises pass@128 over GRPO (N=8) at equal steps",
          f"final {PASSK_128}, DARS-HW minus GRPO N=8, per seed", "pass@128",
          f"Pass@128 {P['DARS-HW'][1]} vs {P['GRPO'][1]}", paper_ref=README_TABLE),
     _sup("dars_raises_passk_hw_equal_budget",
          "DARS-HW raises pass@128 over GRPO (N=8) at GRPO's total rollout budget",
          f"{PASSK_128} once GRPO N=8's total rollouts are spent (interpolated), DARS-HW minus "
-         "GRPO N=8, per seed", "pass@128", "'no extra inference cost at convergence'"),
+         "GRPO N=8, per seed", "pass@128",
+         f"Pass@128 {P['DARS-HW'][1]} vs {P['GRPO'][1]} (equal steps); 'no extra "
+         "inference cost at convergence'", paper_ref=README_TABLE),
     _sup("breadth_raises_pass1",
          "breadth (4x batch, full-batch updates, 2 epochs) raises pass@1 at equal steps",
          "final pass@1, +B minus mini-batch, minimum over the methods run with and without "

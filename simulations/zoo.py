@@ -65,7 +65,7 @@ CLAIMS = (
                   "re-weights questions by the std of their rewards",
         paper_value="std normalisation biases the objective towards too easy and too hard "
                     "questions (no single number)",
-        paper_ref="arXiv:2503.20783 Sec. 3.1 (Eq. 2, the std term)",
+        paper_ref="arXiv:2503.20783 Sec. 3.1 (Eq. 3, the std term)",
         estimand="1 - cos(expected GRPO update over the bank, exact gradient of mean "
                  f"accuracy) at G = {CONTROL_G} (closed form, float64)", unit="1 - cos",
         rule="threshold", threshold=NOISE_FLOOR, gated=False,
@@ -87,7 +87,9 @@ CLAIMS = (
         statement="OPO's length-weighted baseline is the variance-minimising constant baseline "
                   "when the score norm grows with response length",
         paper_value="optimal baseline b = sum l r / sum l",
-        paper_ref="OPO, arXiv:2505.23585 (the optimal reward baseline)",
+        paper_ref=("OPO, arXiv:2505.23585 abstract (optimal baseline minimising gradient "
+                   "variance; code merged into veRL); veRL docs/algo/opo.md (Optimal Reward "
+                   "Baseline), core_algos.py compute_opo_outcome_advantage (sum l r / sum l)"),
         estimand="largest |OPO - Dr.GRPO| advantage on the bank's groups", unit="advantage",
         rule="exact", direction="<", threshold=EXACT_TOLERANCE, gated=False,
         not_applicable="the bank's answers are one token long: every length weight is equal "
@@ -96,8 +98,10 @@ CLAIMS = (
         "zoo_gpg_beats_grpo", paper="GRPO",
         statement="GPG (group-mean advantages rescaled for groups without signal, plain "
                   "policy-gradient loss) trains better than GRPO at equal rollouts",
-        paper_value="GPG outperforms GRPO (no single margin on our task)",
-        paper_ref="GPG, arXiv:2504.02546 abstract",
+        paper_value="GPG outperforms GRPO (no single margin on our task); README, "
+                    "Qwen2.5-Math-7B average: 47.8 (F_norm=1, alpha=B/(B-M)) vs 43.7 (GRPO)",
+        paper_ref=("GPG, arXiv:2504.02546 abstract; authors' README (AMAP-ML/GPG), table 'Math "
+                   "reasoning results on Qwen2.5-Math-7B model' (GRPO vs four GPG rows)"),
         estimand="final exact accuracy, GPG + gpg minus GRPO + vanilla, averaged over "
                  "G = 2, 4, 8, per seed (paired)", unit="accuracy",
         rule="superiority", threshold=0.0),
