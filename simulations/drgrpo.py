@@ -43,6 +43,12 @@ REF = "arXiv:2503.20783"
 BANK_LENGTHS = np.array([4, 3, 5, 6, 7, 8], dtype=float)
 BANK_CORRECT = np.array([True, False, False, False, False, False])
 BANK_G, BANK_STEPS, BANK_LR = 8, 300, 2.0
+# Full runs: tiny_grpo's 4 bases x 2 seeds first, then 4 more bases per look while a claim is
+# undecided, up to 16 bases (32 seeds per arm): four looks, each at alpha / 4. The cap was 6
+# bases until the run of 2026-12-06, which left drgrpo_length_bias undecided (+0.16 tokens
+# [-0.11, +0.43] over 6 bases; about 12 bases would decide it at that spread). The larger cap
+# was set before the next run; its extra looks make each look stricter.
+FULL_PLAN = claims.SeedPlan(bases=4, seeds_per_base=2, batch_bases=4, max_bases=16)
 
 CLAIMS = (
     claims.Declared(
@@ -162,7 +168,7 @@ def plot(run_by_arm: dict, ratio_table: pd.DataFrame, flow: dict, g: int):
 
 
 @experiment("drgrpo", paper=PAPER, setting="small model", sft_bases=("search",),
-            claims=CLAIMS, plan=tiny_grpo.FULL_PLAN, quick_plan=tiny_grpo.QUICK_PLAN)
+            claims=CLAIMS, plan=FULL_PLAN, quick_plan=tiny_grpo.QUICK_PLAN)
 def drgrpo(ctx):
     """GRPO vs Dr.GRPO at equal rollouts: the length bias and the std weight, small model and
     exact bank."""

@@ -444,12 +444,19 @@ class Trainer:
         mesh = self.mesh
         sample_fn = rollout if rollout_fn is None else rollout_fn
 
-        def rollout_one(key, policy, pool_prompts, pool_valid, rows=None):
-            idx = jax.random.choice(streams.stream(key, streams.PROMPTS), pool_prompts.shape[0],
-                                    (cfg.num_prompts,), replace=False)
-            args = (streams.stream(key, streams.SAMPLES), policy, pool_prompts[idx],
-                    pool_valid[idx], cfg, mesh)
-            return idx, (sample_fn(*args) if rows is None else rollout(*args, rows=rows))
+        # The prompts are drawn by a small program of their own: its shapes depend on this
+        # base's pool size (each SFT base brings its own pool), while the decoding program
+        # only sees the drawn [B, P] prompts, so every base of an arm runs one compiled
+        # decoder (the persistent compile cache serves the bases after the first). Same
+        # draws and same numbers as drawing inside the decoder.
+        pool_size = self.pool_prompts.shape[0]
+        self._draw = jax.jit(jax.vmap(lambda key: jax.random.choice(
+            streams.stream(key, streams.PROMPTS), pool_size, (cfg.num_prompts,),
+            replace=False)))
+
+        def rollout_one(key, policy, prompts, valid, rows=None):
+            args = (streams.stream(key, streams.SAMPLES), policy, prompts, valid, cfg, mesh)
+            return sample_fn(*args) if rows is None else rollout(*args, rows=rows)
 
         def eval_one(key, policy, prompts, valid, rows=None):
             return transformer.sample(key, policy, prompts, valid,
@@ -462,9 +469,9 @@ class Trainer:
         split_rows = rollout_fn is None and mesh is None
         # data enter as arguments (not closure constants, which XLA would constant-fold)
         self._rollout = threaded_seed_map(
-            rollout_one, (0, 0, None, None), DECODE_COMPILE,
+            rollout_one, (0, 0, 0, 0), DECODE_COMPILE,
             num_rows=cfg.num_prompts * cfg.num_generations if split_rows else None,
-            row_axes=(None, 0))
+            row_axes=0)
         # group_mask (a stage's valid rollouts) goes by keyword: mapped over seeds (axis 0)
         self._update = mapped_update
         # a rollout stage other than uniform: sampling, host verification (callback) and the
@@ -542,7 +549,8 @@ class Trainer:
                      policy: transformer.Policy) -> tuple[jax.Array, RolloutBatch]:
         """The uniform rollout phase of a step: per-seed keys ``[S]`` -> pool indices of the
         sampled prompts ``[S, B]`` and their completions (rows ``[S, B*G, ...]``)."""
-        return self._rollout(keys, policy, self.pool_prompts, self.pool_valid)
+        idx = self._draw(keys)
+        return idx, self._rollout(keys, policy, self.pool_prompts[idx], self.pool_valid[idx])
 
     def update_from_batch(self, keys: jax.Array, state: TrainState, batch: RolloutBatch,
                           rewards: ArrayLike, group_mask: ArrayLike | None = None
