@@ -176,14 +176,21 @@ def make_optimizer(config: SFTConfig) -> optax.GradientTransformation:
 
 def train(config: SFTConfig) -> tuple[transformer.Policy, jax.Array]:
     """Train from scratch; returns ``(policy, losses [steps])`` (deterministic)."""
-    data = jax.tree.map(jnp.asarray, encode(config, problems(config, "train")))
+    enc = encode(config, problems(config, "train"))
+    n = enc.prompts.shape[0]
+    # Each base's training set has its own size (held-out prompts are filtered out), so the
+    # data enter padded to ``num_train`` rows with the true size ``n`` as an argument: every
+    # base of a preset runs one program, which the persistent compile cache shares between
+    # bases (closure constants would make one program per base). Rows past ``n`` are never
+    # drawn, and randint draws the same indices whether ``n`` is static or traced.
+    data = jax.tree.map(lambda x: jnp.asarray(np.pad(x, [(0, config.num_train - n)]
+                                                     + [(0, 0)] * (x.ndim - 1))), enc)
     key = jax.random.key(config.seed)
     policy = transformer.init(streams.stream(key, "init"), config.model_config())
     opt = make_optimizer(config)
-    n = data.prompts.shape[0]
 
     @jax.jit
-    def run(policy, batch_key):
+    def run(policy, batch_key, data, n):
         def step(carry, k):
             policy, opt_state = carry
             idx = jax.random.randint(k, (config.batch_size,), 0, n)
@@ -197,7 +204,7 @@ def train(config: SFTConfig) -> tuple[transformer.Policy, jax.Array]:
         (policy, _), losses = jax.lax.scan(step, (policy, opt.init(policy)), keys)
         return policy, losses
 
-    return run(policy, streams.stream(key, "sft-steps"))
+    return run(policy, streams.stream(key, "sft-steps"), data, jnp.asarray(n, jnp.int32))
 
 
 def checkpoint_path(config: SFTConfig) -> Path:
