@@ -7,18 +7,29 @@ REINFORCE++, REINFORCE++-baseline, OPO, GPG, GRPO pass@k) with verl's ``vanilla`
 each policy loss (GPG's plain gradient, Clip-Cov, KL-Cov, GMPO, SAPO, CISPO, GSPO) with GRPO's
 advantages; and GPG as its paper runs it. Every arm spends 64 rollouts per step (64/G prompts
 of G), takes 4 full-batch Adam steps per batch (so the clipped and gated losses act off
-policy), and runs from the same seed keys at every G (paired). One compilation for all.
+policy), and runs from the same seed keys at every G (paired). One compilation for all. Quick
+runs train only the two arms the claims read (GRPO + vanilla, GPG + gpg), 120 steps as in
+full runs; the ranking of all 16 is a full-run figure.
 
-``zoo_small`` (small model, :mod:`rlvr_lab.papers.zoo.small`): GRPO, Dr.GRPO (with its
-``seq-mean-token-sum-norm`` aggregation), RLOO, REINFORCE++-baseline, GPG (its loss), OPO (with
-the response lengths) and the optimal token baseline (token level, with the sampling policy's
-realized energy) on ``tiny_grpo``'s recipe at G = 2, 4, 8 and 32 rollouts per step, 12 steps
-in quick and full runs (quick differs only in seeds), seeds nested in the ``quick`` SFT bases
-(tiny_grpo's plans), every (arm, G) and seed in one compiled step; GRPO's gain over its SFT
-base is the study's positive control.
+``zoo_small`` (small model, :mod:`rlvr_lab.papers.zoo.small`): the estimator arms -- GRPO,
+Dr.GRPO (with its ``seq-mean-token-sum-norm`` aggregation), RLOO, REINFORCE++-baseline, GPG
+(its loss), OPO (with the response lengths) and the optimal token baseline (token level, with
+the sampling policy's realized energy), each with the PPO clip -- and the loss arms: GRPO's
+advantages with each further policy-loss family (DAPO clip-higher, dual clip, Clip-Cov,
+KL-Cov, GSPO, CISPO, GMPO, SAPO; GSPO, GMPO and SAPO with the per-sequence mean their papers
+optimise). Not the full estimator x loss product: each estimator arm isolates the estimator
+under one loss, each loss arm the loss under one estimator. ``tiny_grpo``'s recipe at G = 2, 4,
+8 and 32 rollouts per step, 12 steps, seeds nested in the ``quick`` SFT bases (tiny_grpo's
+plans: quick 3 bases x 1 seed, full 4 x 2, up to 6 x 2), every (arm, G) and seed in one
+compiled step; GRPO's gain over its SFT base is the study's positive control. Quick runs train
+only the arms of the claims they decide (GRPO, Dr.GRPO, GPG: same steps and evaluation as in
+full runs); the loss claims are ``full_only`` (:mod:`rlvr_lab.papers.zoo.small_losses`), and a
+full run trains all 15 arms.
 
 The claims -- the orderings the papers state (RLOO unbiased where GRPO is not, ReMax's variance,
-OPO's baseline, GPG against GRPO, Dr.GRPO keeping pass@1) -- are declared once below
+OPO's baseline, GPG against GRPO, Dr.GRPO keeping pass@1; on the small model also GSPO's clipped
+tokens and accuracy, CISPO against DAPO, the entropy of clip-higher, Clip-Cov and KL-Cov, GMPO
+and SAPO against GRPO) -- are declared once below
 (``CLAIMS``, ``SMALL_CLAIMS``) with their paper values, locations, estimands and rules;
 ``figures/claims.csv`` has their verdicts.
 """
@@ -250,9 +261,10 @@ PASS1 = "final held-out pass@1"
 
 
 def small_config(base: int = 0) -> small.ZooConfig:
-    """The same 12 steps, arms and evaluation in quick and full runs (they differ in seeds):
-    the claims compare final accuracies, and a shorter quick run would test another stage of
-    training (the bank zoo's quick/full conflict)."""
+    """The same 12 steps and evaluation in quick and full runs (they differ in seeds, and in
+    the arms: quick trains only those of its claims): the claims compare final accuracies, and
+    a shorter quick run would test another stage of training (the bank zoo's quick/full
+    conflict)."""
     rl = tiny_grpo.rl_config(True).replace(learning_rate=SMALL_LR, warmup_steps=2,
                                            eval_problems=128)
     return small.ZooConfig(bases.with_base(rl, base), rollouts=SMALL_ROLLOUTS,

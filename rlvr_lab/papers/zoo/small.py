@@ -18,9 +18,26 @@ response lengths (OPO) and each token's realized energy ``1 - 2 pi_t + sum pi^2`
 policy that sampled it (:func:`rlvr_lab.advantages.realized_energy`, from the logits of the
 update's first scoring pass), so the optimal token baseline runs at token level, as in verl.
 
+Arms: the estimator arms (:data:`ARMS`: each estimator with the PPO clip, GPG with its own
+loss, Dr.GRPO with its aggregation) and the loss arms (:data:`LOSS_ARMS`: GRPO's advantages
+with each further policy-loss family of :data:`LOSS_FAMILIES` -- DAPO's clip-higher, the dual
+clip, Clip-Cov, KL-Cov, GSPO, CISPO, GMPO, SAPO -- each with its paper's defaults, the
+PPO-clip family with the recipe's lower clip). Not the full estimator x loss product: an
+estimator arm isolates the estimator under one loss, a loss arm the loss under one estimator.
+Every registered policy loss is here under one of its names (``pg``/``gpg``,
+``ppo_clip``/``vanilla``, ``gspo``/``gspo-token``, ``gmpo``/``geo_mean``); AReaL's decoupled
+PPO (:func:`rlvr_lab.losses.decoupled_ppo`, not registered) is not: it needs a proximal
+policy apart from the behaviour policy, which this engine does not keep. Clip-Cov draws its tokens
+in row-major order (``key=None``), not at random as verl does. A run compiles only the branches
+its arms use (:func:`branches`), so a quick run of three arms compiles three estimators' and
+two losses' code. Each run records ``clip_frac``: the share of valid tokens with a non-zero
+advantage whose loss has no gradient in their own log-prob (:func:`_zero_gradient_fraction`),
+the "clipped tokens" of any loss by one definition.
+
 Seeds are paired: seed ``s`` of every arm and every G draws its keys from the same stream.
-Held-out pass@1: ``eval_samples`` samples of each of ``eval_problems`` held-out problems at
-the start (the SFT base, once per base: every run starts from it) and at the end.
+Held-out pass@1: ``eval_samples`` samples of each of ``eval_problems`` held-out problems of the
+SFT base (once per seed: every run starts from it) and of every trained run, in one evaluation
+at the end.
 """
 from __future__ import annotations
 
@@ -374,9 +391,6 @@ class Driver:
         policy = jax.tree.map(rep, self.trainer.base_policy)
         state = State(policy, self._init_opt(policy))
         k_train, k_eval = jax.random.split(key)
-        base_policy = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_seeds,) + jnp.shape(x)),
-                                   self.trainer.base_policy)
-        base = self.heldout_pass1(k_eval, base_policy, np.arange(num_seeds))
         if self.trainer.pool_prompts.shape[0] < cfg.pool:
             raise ValueError(f"pool={cfg.pool} exceeds the base's "
                              f"{self.trainer.pool_prompts.shape[0]} training prompts")
@@ -398,8 +412,14 @@ class Driver:
                 mask.sum((1, 2)), 1))
             for name, v in out.items():
                 history.setdefault(name, []).append(np.asarray(v).reshape(a, g, num_seeds))
-        final = self.heldout_pass1(k_eval, state.policy, np.asarray(seeds)).reshape(
-            a, g, num_seeds)
+        # the SFT base (once per seed) and every trained run in one evaluation: one set of
+        # compiled sampling programs instead of two (each seed's keys as before)
+        both = jax.tree.map(lambda b, x: jnp.concatenate(
+            [jnp.broadcast_to(b, (num_seeds,) + jnp.shape(b)), x]), self.trainer.base_policy,
+            state.policy)
+        scores = self.heldout_pass1(k_eval, both, np.concatenate([np.arange(num_seeds),
+                                                                  np.asarray(seeds)]))
+        base, final = scores[:num_seeds], scores[num_seeds:].reshape(a, g, num_seeds)
         return Result(list(arms), tuple(cfg.groups),
                       {k: np.stack(v) for k, v in history.items()}, base, final,
                       time.perf_counter() - start)
