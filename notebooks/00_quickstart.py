@@ -278,7 +278,10 @@ ax.legend()
 # and decides the orderings the papers state: RLOO's leave-one-out gradient is unbiased while
 # GRPO's std re-weights prompts (exact, on the bank's own prompts), ReMax's greedy baseline
 # against plain REINFORCE, GPG against GRPO. The ranking figure gives each arm's final exact
-# accuracy with its 95% interval over seeds, one panel per G.
+# accuracy with its 95% interval over seeds, one panel per G. In quick mode (the default here)
+# only the two arms the claims read are trained, GRPO and GPG; `RLVR_LAB_QUICK=0` ranks all
+# 16. The small-model zoo (`zoo_small`) adds each further policy-loss family (clip-higher, dual
+# clip, Clip-Cov, KL-Cov, GSPO, CISPO, GMPO, SAPO) on GRPO's advantages, in full runs.
 
 # %%
 zoo = experiments.run("zoo", quick=QUICK, out_dir=OUT)

@@ -7,18 +7,29 @@ REINFORCE++, REINFORCE++-baseline, OPO, GPG, GRPO pass@k) with verl's ``vanilla`
 each policy loss (GPG's plain gradient, Clip-Cov, KL-Cov, GMPO, SAPO, CISPO, GSPO) with GRPO's
 advantages; and GPG as its paper runs it. Every arm spends 64 rollouts per step (64/G prompts
 of G), takes 4 full-batch Adam steps per batch (so the clipped and gated losses act off
-policy), and runs from the same seed keys at every G (paired). One compilation for all.
+policy), and runs from the same seed keys at every G (paired). One compilation for all. Quick
+runs train only the two arms the claims read (GRPO + vanilla, GPG + gpg), 120 steps as in
+full runs; the ranking of all 16 is a full-run figure.
 
-``zoo_small`` (small model, :mod:`rlvr_lab.papers.zoo.small`): GRPO, Dr.GRPO (with its
-``seq-mean-token-sum-norm`` aggregation), RLOO, REINFORCE++-baseline, GPG (its loss), OPO (with
-the response lengths) and the optimal token baseline (token level, with the sampling policy's
-realized energy) on ``tiny_grpo``'s recipe at G = 2, 4, 8 and 32 rollouts per step, 12 steps
-in quick and full runs (quick differs only in seeds), seeds nested in the ``quick`` SFT bases
-(tiny_grpo's plans), every (arm, G) and seed in one compiled step; GRPO's gain over its SFT
-base is the study's positive control.
+``zoo_small`` (small model, :mod:`rlvr_lab.papers.zoo.small`): the estimator arms -- GRPO,
+Dr.GRPO (with its ``seq-mean-token-sum-norm`` aggregation), RLOO, REINFORCE++-baseline, GPG
+(its loss), OPO (with the response lengths) and the optimal token baseline (token level, with
+the sampling policy's realized energy), each with the PPO clip -- and the loss arms: GRPO's
+advantages with each further policy-loss family (DAPO clip-higher, dual clip, Clip-Cov,
+KL-Cov, GSPO, CISPO, GMPO, SAPO; GSPO, GMPO and SAPO with the per-sequence mean their papers
+optimise). Not the full estimator x loss product: each estimator arm isolates the estimator
+under one loss, each loss arm the loss under one estimator. ``tiny_grpo``'s recipe at G = 2, 4,
+8 and 32 rollouts per step, 12 steps, seeds nested in the ``quick`` SFT bases (tiny_grpo's
+plans: quick 3 bases x 1 seed, full 4 x 2, up to 6 x 2), every (arm, G) and seed in one
+compiled step; GRPO's gain over its SFT base is the study's positive control. Quick runs train
+only the arms of the claims they decide (GRPO, Dr.GRPO, GPG: same steps and evaluation as in
+full runs); the loss claims are ``full_only`` (:mod:`rlvr_lab.papers.zoo.small_losses`), and a
+full run trains all 15 arms.
 
 The claims -- the orderings the papers state (RLOO unbiased where GRPO is not, ReMax's variance,
-OPO's baseline, GPG against GRPO, Dr.GRPO keeping pass@1) -- are declared once below
+OPO's baseline, GPG against GRPO, Dr.GRPO keeping pass@1; on the small model also GSPO's clipped
+tokens and accuracy, CISPO against DAPO, the entropy of clip-higher, Clip-Cov and KL-Cov, GMPO
+and SAPO against GRPO) -- are declared once below
 (``CLAIMS``, ``SMALL_CLAIMS``) with their paper values, locations, estimands and rules;
 ``figures/claims.csv`` has their verdicts.
 """
@@ -34,7 +45,7 @@ from rlvr_lab import advantages, claims, plotting, stats
 from rlvr_lab.envs import prompt_bank
 from rlvr_lab.envs.prompt_bank import PromptBankConfig
 from rlvr_lab.experiments import Context, experiment
-from rlvr_lab.papers.zoo import arena, gradient, small
+from rlvr_lab.papers.zoo import arena, gradient, small, small_losses
 from rlvr_lab.train import bases
 from simulations import tiny_grpo
 
@@ -109,17 +120,26 @@ CLAIMS = (
 
 
 def arena_config(quick: bool) -> arena.ArenaConfig:
-    """The same 120 steps in quick and full runs (quick differs only in seeds): the claims
+    """The same 120 steps in quick and full runs (quick differs in seeds and arms): the claims
     compare final accuracies, and a shorter quick run would test an earlier stage of training
     (GPG was behind GRPO after 30 steps and ahead after 120)."""
     del quick
     return arena.ArenaConfig(BANK, steps=120)
 
 
-def ranking(curves: np.ndarray) -> pd.DataFrame:
+# quick runs train only the arms the claims read (GRPO + vanilla, GPG as its paper runs it):
+# the same runs as in a full run, without the 14 ranking-only arms (the quick budget)
+QUICK_ARMS = (arena.Arm("grpo", "vanilla"), arena.Arm("gpg", "gpg"))
+
+
+def zoo_arms(quick: bool) -> tuple[arena.Arm, ...]:
+    return QUICK_ARMS if quick else arena.arms()
+
+
+def ranking(curves: np.ndarray, arms: tuple[arena.Arm, ...]) -> pd.DataFrame:
     """Final exact accuracy per (arm, G): mean and 95% interval over seeds, and the rank."""
     rows = []
-    for a, arm in enumerate(arena.arms()):
+    for a, arm in enumerate(arms):
         for g, group in enumerate(arena.GROUPS):
             iv = stats.mean_interval(curves[a, g, :, -1])
             rows.append(dict(estimator=arm.estimator, loss=arm.loss, arm=arm.label, G=group,
@@ -172,12 +192,13 @@ def plot_ranking(table: pd.DataFrame):
     return fig
 
 
-def plot_curves(curves: np.ndarray, scales: pd.DataFrame, errors: dict):
+def plot_curves(curves: np.ndarray, arms: tuple[arena.Arm, ...], scales: pd.DataFrame,
+                errors: dict):
     fig, axes = plotting.subplots(1, 4, figsize=(18, 4.2))
     steps = np.arange(curves.shape[-1])
     colors = colormaps["tab20"].colors
     for ax, (g, group) in zip(axes[:2], [(0, arena.GROUPS[0]), (2, arena.GROUPS[2])]):
-        for a, arm in enumerate(arena.arms()):
+        for a, arm in enumerate(arms):
             plotting.band(ax, steps, curves[a, g], label=arm.label, color=colors[a % 20],
                           ls="-" if arm.loss == "vanilla" else "--")
         ax.set(xlabel="step (64 rollouts each)", ylabel="exact accuracy", title=f"G = {group}")
@@ -203,12 +224,13 @@ def zoo(ctx: Context):
     """Every estimator x loss family on the bank at G = 2, 4, 8 and equal rollouts; exact
     expected gradients; ReMax's greedy baseline."""
     bank = prompt_bank.make_bank(BANK)
-    curves = arena.run(arena_config(ctx.quick), ctx.stream("arena"), ctx.seeds)
-    table = ranking(curves)
+    arms = zoo_arms(ctx.quick)
+    curves = arena.run(arena_config(ctx.quick), ctx.stream("arena"), ctx.seeds, arms)
+    table = ranking(curves, arms)
     exact, scales, directions = exact_numbers(bank)
     errors = remax_errors(ctx.stream("remax"), bank, 500 if ctx.quick else 4000)
 
-    labels = [a.label for a in arena.arms()]
+    labels = [a.label for a in arms]
     grpo, gpg = labels.index("grpo + vanilla"), labels.index("gpg + gpg")
     g8 = arena.GROUPS.index(CONTROL_G)
     samples = {
@@ -226,7 +248,7 @@ def zoo(ctx: Context):
                                  for (a, g, t), v in np.ndenumerate(mean_curves)]),
                    "zoo_curves")
     ctx.save_figure(plot_ranking(table), "zoo_ranking")
-    ctx.save_figure(plot_curves(curves, scales, errors), "zoo_curves")
+    ctx.save_figure(plot_curves(curves, arms, scales, errors), "zoo_curves")
     return ctx.decide(samples)
 
 
@@ -243,9 +265,10 @@ PASS1 = "final held-out pass@1"
 
 
 def small_config(base: int = 0) -> small.ZooConfig:
-    """The same 12 steps, arms and evaluation in quick and full runs (they differ in seeds):
-    the claims compare final accuracies, and a shorter quick run would test another stage of
-    training (the bank zoo's quick/full conflict)."""
+    """The same 12 steps and evaluation in quick and full runs (they differ in seeds, and in
+    the arms: quick trains only those of its claims): the claims compare final accuracies, and
+    a shorter quick run would test another stage of training (the bank zoo's quick/full
+    conflict)."""
     rl = tiny_grpo.rl_config(True).replace(learning_rate=SMALL_LR, warmup_steps=2,
                                            eval_problems=128)
     return small.ZooConfig(bases.with_base(rl, base), rollouts=SMALL_ROLLOUTS,
@@ -277,17 +300,20 @@ SMALL_CLAIMS = (
         paper_ref="arXiv:2503.20783 Sec. 3.2, Figure 6 (bottom)",
         estimand=f"{PASS1}, Dr.GRPO minus GRPO, mean over G = 2, 4, 8, per seed (paired)",
         unit="pass@1", rule="non_inferiority", threshold=-DRGRPO_MARGIN),
-)
+) + small_losses.CLAIMS
 
 
 def small_numbers(res: small.Result) -> dict[str, np.ndarray]:
-    """Per seed of one base: the numbers behind :data:`SMALL_CLAIMS`."""
+    """Per seed of one base: the numbers behind :data:`SMALL_CLAIMS` whose arms ran."""
     label = [a.label for a in res.arms]
     final = res.final                                         # [A, G, S]
-    grpo, gpg, dr = (final[label.index(n)] for n in ("GRPO", "GPG", "Dr.GRPO"))
-    return {"zoo_small_grpo_learns": grpo.mean(0) - res.base,
-            "zoo_small_gpg_beats_grpo": (gpg - grpo).mean(0),
-            "zoo_small_drgrpo_keeps_pass1": (dr - grpo).mean(0)}
+    grpo = final[label.index("GRPO")]
+    out = {"zoo_small_grpo_learns": grpo.mean(0) - res.base}
+    if "GPG" in label:
+        out["zoo_small_gpg_beats_grpo"] = (final[label.index("GPG")] - grpo).mean(0)
+    if "Dr.GRPO" in label:
+        out["zoo_small_drgrpo_keeps_pass1"] = (final[label.index("Dr.GRPO")] - grpo).mean(0)
+    return out | small_losses.numbers(res)
 
 
 def small_ranking(res: small.Result) -> pd.DataFrame:
@@ -307,7 +333,7 @@ def plot_small(res: small.Result, table: pd.DataFrame):
     """Training-batch pass@1 per step at each G, and the final held-out ranking."""
     groups = res.groups
     fig, axes = plotting.subplots(1, len(groups) + 1, figsize=(18, 4.2))
-    colors = colormaps["tab10"].colors
+    colors = colormaps["tab20"].colors
     window = 3                                      # a 3-step mean: 32 rollouts are noisy
     curves = res.history["pass1"]                                       # [T, A, G, S]
     smooth = np.stack([np.convolve(c, np.ones(window) / window, "valid")
@@ -317,7 +343,7 @@ def plot_small(res: small.Result, table: pd.DataFrame):
     for ax, (g, group) in zip(axes, enumerate(groups)):
         for a, arm in enumerate(res.arms):
             plotting.band(ax, steps, smooth[:, a, g].T, label=arm.label,
-                          color=colors[a % 10], bounds=(0, 1))
+                          color=colors[a % 20], bounds=(0, 1))
         ax.set(xlabel=f"step ({SMALL_ROLLOUTS} rollouts each)",
                ylabel=f"training pass@1 ({window}-step mean)",
                title=f"G = {group}, {SMALL_ROLLOUTS // group} prompts per step")
@@ -348,10 +374,13 @@ def small_driver(base: int) -> small.Driver:
 def zoo_small(ctx: Context):
     """Estimator x loss families on the tiny transformer at G = 2, 4, 8 and equal rollouts,
     seeds nested in SFT bases, gated on GRPO's gain over the base."""
-    key, results = ctx.stream("rl"), []
+    key, results, arms = ctx.stream("rl"), [], []
 
     def measure(base_ids, open_ids):
-        new = [small_driver(b).run(bases.base_key(key, b), small.ARMS, ctx.plan.seeds_per_base,
+        # the first look fixes the arms: those the open claims read, all of them when every
+        # claim is open (full runs); quick runs skip the loss claims (full_only), so their arms
+        arms[:] = arms or small_losses.arms_for(open_ids)
+        new = [small_driver(b).run(bases.base_key(key, b), arms, ctx.plan.seeds_per_base,
                                    progress=lambda it, b=b: ctx.progress(it, f"base {b} steps"))
                for b in base_ids]
         results.extend(new)

@@ -60,20 +60,29 @@ class ArenaConfig(NamedTuple):
     num_epochs: int = 4
 
 
-def _estimate(index, rewards, mask):
-    branches = [lambda r, m, n=name: advantages.compute(n, r, m).adv for name in ESTIMATORS]
-    return jax.lax.switch(index, branches, rewards, mask)
+def branches(arms: tuple[Arm, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The estimators and losses ``arms`` use, in the order of :data:`ESTIMATORS` and
+    :data:`LOSSES`: a run compiles only these branches (under ``vmap`` a switch on a batched
+    index computes every branch), so a subset of the arms costs a subset of the time."""
+    return (tuple(e for e in ESTIMATORS if any(a.estimator == e for a in arms)),
+            tuple(n for n in LOSSES if any(a.loss == n for a in arms)))
 
 
-def _token_loss(index, log_prob, old, adv, mask):
-    branches = [lambda lp, o, a, m, n=name: core.policy_loss(n, core.LossOptions())(lp, o, a, m)
-                for name in LOSSES]
-    return jax.lax.switch(index, branches, log_prob, old, adv, mask)
+def _estimate(index, rewards, mask, names=ESTIMATORS):
+    fns = [lambda r, m, n=name: advantages.compute(n, r, m).adv for name in names]
+    return jax.lax.switch(index, fns, rewards, mask)
 
 
-def make_train(config: ArenaConfig):
+def _token_loss(index, log_prob, old, adv, mask, names=LOSSES):
+    fns = [lambda lp, o, a, m, n=name: core.policy_loss(n, core.LossOptions())(lp, o, a, m)
+           for name in names]
+    return jax.lax.switch(index, fns, log_prob, old, adv, mask)
+
+
+def make_train(config: ArenaConfig, estimators=ESTIMATORS, loss_names=LOSSES):
     """``train(key, estimator_index, loss_index, group) -> accuracy [steps + 1]`` (the exact
-    mean success probability over the bank before each step and after the last)."""
+    mean success probability over the bank before each step and after the last; the indices
+    point into ``estimators`` and ``loss_names``)."""
     bank = prompt_bank.make_bank(config.bank)
     num_prompts, vocab = bank.logits0.shape
     g_max, b_max = max(GROUPS), ROLLOUTS_PER_STEP // min(GROUPS)
@@ -93,13 +102,13 @@ def make_train(config: ArenaConfig):
             answers = jax.random.categorical(k_answers, logits[prompts][:, None, :],
                                              shape=(b_max, g_max))
             rewards = prompt_bank.rewards_of(bank, prompts, answers)
-            adv = _estimate(est, rewards, mask).reshape(-1, 1).astype(jnp.float32)
+            adv = _estimate(est, rewards, mask, estimators).reshape(-1, 1).astype(jnp.float32)
             old = tabular.answer_log_prob(logits[prompts], answers).reshape(-1, 1)
             keep = mask.reshape(-1, 1)
 
             def loss_fn(params, _):
                 logp = tabular.answer_log_prob(params[prompts], answers).reshape(-1, 1)
-                token = _token_loss(loss, logp, old, adv, keep)
+                token = _token_loss(loss, logp, old, adv, keep, loss_names)
                 total = losses.aggregate(token, keep, "token-mean")
                 return total, {}
 
@@ -115,14 +124,16 @@ def make_train(config: ArenaConfig):
     return train
 
 
-def run(config: ArenaConfig, key: jax.Array, num_seeds: int) -> np.ndarray:
-    """Accuracy curves ``[arm, G, seed, steps + 1]`` of :func:`arms` at :data:`GROUPS`; seed
-    ``s`` uses the same key in every arm and at every G (paired)."""
-    all_arms = arms()
-    est = jnp.asarray([ESTIMATORS.index(a.estimator) for a in all_arms])
-    loss = jnp.asarray([LOSSES.index(a.loss) for a in all_arms])
+def run(config: ArenaConfig, key: jax.Array, num_seeds: int,
+        only: tuple[Arm, ...] | None = None) -> np.ndarray:
+    """Accuracy curves ``[arm, G, seed, steps + 1]`` of :func:`arms` (or of ``only``) at
+    :data:`GROUPS`; seed ``s`` uses the same key in every arm and at every G (paired)."""
+    all_arms = arms() if only is None else tuple(only)
+    estimators, loss_names = branches(all_arms)
+    est = jnp.asarray([estimators.index(a.estimator) for a in all_arms])
+    loss = jnp.asarray([loss_names.index(a.loss) for a in all_arms])
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(num_seeds))
-    train = make_train(config)
+    train = make_train(config, estimators, loss_names)
     over_seeds = jax.vmap(train, in_axes=(0, None, None, None))
     over_groups = jax.vmap(over_seeds, in_axes=(None, None, None, 0))
     over_arms = jax.vmap(over_groups, in_axes=(None, 0, 0, None))

@@ -21,6 +21,8 @@ expected update over a bank is no longer the gradient of mean accuracy (GRPO's s
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -33,10 +35,28 @@ from rlvr_lab.utils import enable_x64
 
 def group_sums(estimator: str, group: int, **options) -> tuple[np.ndarray, np.ndarray]:
     """``(S+ [G+1], S- [G+1])``: the sums of the estimator's advantages over the correct and
-    over the wrong rollouts of a binary group with ``k = 0..G`` correct (float64)."""
+    over the wrong rollouts of a binary group with ``k = 0..G`` correct (float64; computed
+    once per estimator and G when no options are given: the study asks for each pair several
+    times, and each eager float64 evaluation costs a fraction of a second)."""
+    if not options:
+        plus, minus = _group_sums_cached(estimator, group)
+        return plus.copy(), minus.copy()
+    return _group_sums(estimator, group, **options)
+
+
+@functools.lru_cache(maxsize=256)
+def _group_sums_cached(estimator: str, group: int) -> tuple[np.ndarray, np.ndarray]:
+    # one compiled program per (estimator, G) instead of one per primitive (eager dispatch):
+    # the same float64 sums to rounding, several times faster to build
+    return _group_sums(estimator, group, compiled=True)
+
+
+def _group_sums(estimator: str, group: int, compiled: bool = False,
+                **options) -> tuple[np.ndarray, np.ndarray]:
     rewards = (np.arange(group)[None, :] < np.arange(group + 1)[:, None]).astype(np.float64)
     with enable_x64():
-        adv = np.asarray(advantages.compute(estimator, jnp.asarray(rewards), **options).adv)
+        fn = lambda r: advantages.compute(estimator, r, **options).adv  # noqa: E731
+        adv = np.asarray((jax.jit(fn) if compiled else fn)(jnp.asarray(rewards)))
     return (adv * rewards).sum(-1), (adv * (1 - rewards)).sum(-1)
 
 
@@ -69,7 +89,16 @@ def single_rollout_errors(key: jax.Array, logits: jax.Array, reward_table: jax.A
                           baseline: jax.Array, num_draws: int) -> np.ndarray:
     """Per draw, ``|g - grad J|^2 / |grad J|^2`` of the one-rollout-per-prompt gradient with
     ReMax's advantage ``r - baseline`` (:func:`rlvr_lab.advantages.remax`), ``J`` the mean
-    expected reward over the prompts. ``baseline [K]``: 0 is plain REINFORCE."""
+    expected reward over the prompts. ``baseline [K]``: 0 is plain REINFORCE. One compiled
+    program serves every baseline (the baseline is an argument, not a constant)."""
+    return np.asarray(_single_rollout_errors(key, jnp.asarray(logits),
+                                             jnp.asarray(reward_table),
+                                             jnp.asarray(baseline, jnp.float32), num_draws),
+                      np.float64)
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _single_rollout_errors(key, logits, reward_table, baseline, num_draws):
     num_prompts = logits.shape[0]
     pi = jax.nn.softmax(logits, axis=-1)
     exact = pi * (reward_table - (pi * reward_table).sum(-1, keepdims=True)) / num_prompts
@@ -82,5 +111,4 @@ def single_rollout_errors(key: jax.Array, logits: jax.Array, reward_table: jax.A
         g = adv[:, None] * (jax.nn.one_hot(answers, logits.shape[1]) - pi) / num_prompts
         return ((g - exact) ** 2).sum() / norm
 
-    return np.asarray(jax.lax.map(one, jax.random.split(key, num_draws), batch_size=256),
-                      np.float64)
+    return jax.lax.map(one, jax.random.split(key, num_draws), batch_size=256)

@@ -18,9 +18,26 @@ response lengths (OPO) and each token's realized energy ``1 - 2 pi_t + sum pi^2`
 policy that sampled it (:func:`rlvr_lab.advantages.realized_energy`, from the logits of the
 update's first scoring pass), so the optimal token baseline runs at token level, as in verl.
 
+Arms: the estimator arms (:data:`ARMS`: each estimator with the PPO clip, GPG with its own
+loss, Dr.GRPO with its aggregation) and the loss arms (:data:`LOSS_ARMS`: GRPO's advantages
+with each further policy-loss family of :data:`LOSS_FAMILIES` -- DAPO's clip-higher, the dual
+clip, Clip-Cov, KL-Cov, GSPO, CISPO, GMPO, SAPO -- each with its paper's defaults, the
+PPO-clip family with the recipe's lower clip). Not the full estimator x loss product: an
+estimator arm isolates the estimator under one loss, a loss arm the loss under one estimator.
+Every registered policy loss is here under one of its names (``pg``/``gpg``,
+``ppo_clip``/``vanilla``, ``gspo``/``gspo-token``, ``gmpo``/``geo_mean``); AReaL's decoupled
+PPO (:func:`rlvr_lab.losses.decoupled_ppo`, not registered) is not: it needs a proximal
+policy apart from the behaviour policy, which this engine does not keep. Clip-Cov draws its tokens
+in row-major order (``key=None``), not at random as verl does. A run compiles only the branches
+its arms use (:func:`branches`), so a quick run of three arms compiles three estimators' and
+two losses' code. Each run records ``clip_frac``: the share of valid tokens with a non-zero
+advantage whose loss has no gradient in their own log-prob (:func:`_zero_gradient_fraction`),
+the "clipped tokens" of any loss by one definition.
+
 Seeds are paired: seed ``s`` of every arm and every G draws its keys from the same stream.
-Held-out pass@1: ``eval_samples`` samples of each of ``eval_problems`` held-out problems at
-the start (the SFT base, once per base: every run starts from it) and at the end.
+Held-out pass@1: ``eval_samples`` samples of each of ``eval_problems`` held-out problems of the
+SFT base (once per seed: every run starts from it) and of every trained run, in one evaluation
+at the end.
 """
 from __future__ import annotations
 
@@ -44,8 +61,24 @@ from rlvr_lab.utils import DECODE_COMPILE
 
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_plus_plus_baseline", "gpg", "opo",
               "optimal_token_baseline")
-LOSSES = ("vanilla", "gpg")
-AGGREGATIONS = ("token-mean", "seq-mean-token-sum-norm")
+# policy-loss families: arm key -> (registered loss of rlvr_lab.losses, its options). Each runs
+# with its paper's defaults, except that the PPO-clip family (listed in _RECIPE_EPSILON) takes
+# the recipe's lower clip ``epsilon`` as GRPO does.
+LOSS_FAMILIES: dict[str, tuple[str, dict]] = {
+    "vanilla": ("vanilla", {}),                             # PPO clip, verl's name
+    "gpg": ("gpg", {}),                                     # plain -A log pi (GPG)
+    "clip_higher": ("vanilla", {"epsilon_high": 0.28}),     # DAPO's clip-higher
+    "dual_clip": ("vanilla", {"clip_ratio_c": 3.0}),        # dual clip, verl's c = 3
+    "clip_cov": ("clip_cov", {}),                           # verl's ratio 2e-4, (1, 5)
+    "kl_cov": ("kl_cov", {}),                               # verl's ratio 2e-4, coef 0.1
+    "gspo": ("gspo", {}),                                   # the paper's (3e-4, 4e-4)
+    "cispo": ("cispo", {}),                                 # MiniMax-M1: weight <= 5
+    "geo_mean": ("geo_mean", {}),                           # GMPO's log clip 0.4
+    "sapo": ("sapo", {}),                                   # verl's tau (1.0, 1.05)
+}
+LOSSES = tuple(LOSS_FAMILIES)
+_RECIPE_EPSILON = ("vanilla", "clip_higher", "dual_clip", "clip_cov")
+AGGREGATIONS = ("token-mean", "seq-mean-token-sum-norm", "seq-mean-token-mean")
 GROUPS = (2, 4, 8)
 
 
@@ -69,6 +102,35 @@ ARMS = (Arm("grpo", name="GRPO"),
         Arm("gpg", loss="gpg", name="GPG"),
         Arm("opo", name="OPO"),
         Arm("optimal_token_baseline", name="OTB"))
+# each further policy-loss family on GRPO's advantages (not the full estimator x loss product:
+# the estimator arms above isolate the estimator under one loss, these isolate the loss under
+# one estimator); the sequence-level losses with the per-sequence mean their papers optimise
+LOSS_ARMS = (Arm("grpo", "clip_higher", name="DAPO clip-higher"),
+             Arm("grpo", "dual_clip", name="dual clip"),
+             Arm("grpo", "clip_cov", name="Clip-Cov"),
+             Arm("grpo", "kl_cov", name="KL-Cov"),
+             Arm("grpo", "gspo", "seq-mean-token-mean", name="GSPO"),
+             Arm("grpo", "cispo", name="CISPO"),
+             Arm("grpo", "geo_mean", "seq-mean-token-mean", name="GMPO"),
+             Arm("grpo", "sapo", "seq-mean-token-mean", name="SAPO"))
+ALL_ARMS = ARMS + LOSS_ARMS
+
+
+class Branches(NamedTuple):
+    """The estimators, losses and aggregations a set of arms switches between (each in the
+    order of :data:`ESTIMATORS`, :data:`LOSSES`, :data:`AGGREGATIONS`): a run compiles only
+    these branches (under ``vmap`` a switch on a batched index computes every branch)."""
+
+    estimators: tuple[str, ...] = ESTIMATORS
+    losses: tuple[str, ...] = LOSSES
+    aggs: tuple[str, ...] = AGGREGATIONS
+
+
+def branches(arms: Sequence[Arm]) -> Branches:
+    used = lambda names, field: tuple(n for n in names  # noqa: E731
+                                      if any(getattr(a, field) == n for a in arms))
+    return Branches(used(ESTIMATORS, "estimator"), used(LOSSES, "loss"),
+                    used(AGGREGATIONS, "agg"))
 
 
 class Spec(NamedTuple):
@@ -80,15 +142,18 @@ class Spec(NamedTuple):
     group: Any
 
 
-def specs(arms: Sequence[Arm], groups: Sequence[int], num_seeds: int) -> Spec:
-    """``[A * len(groups) * S]`` run switches, arm-major, then G, then seed."""
-    rows = [(ESTIMATORS.index(a.estimator), LOSSES.index(a.loss), AGGREGATIONS.index(a.agg), g)
-            for a in arms for g in groups for _ in range(num_seeds)]
+def specs(arms: Sequence[Arm], groups: Sequence[int], num_seeds: int,
+          names: Branches = Branches()) -> Spec:
+    """``[A * len(groups) * S]`` run switches (indices into ``names``), arm-major, then G, then
+    seed."""
+    rows = [(names.estimators.index(a.estimator), names.losses.index(a.loss),
+             names.aggs.index(a.agg), g) for a in arms for g in groups for _ in range(num_seeds)]
     return Spec(*(jnp.asarray(c, jnp.int32) for c in zip(*rows)))
 
 
-def _token_advantages(index, rewards, mask, lengths, energy, token_mask):
-    """``[Bg, Gg, N]`` advantages of estimator ``index`` (traced) on the group buffer."""
+def _token_advantages(index, rewards, mask, lengths, energy, token_mask,
+                      names: Sequence[str] = ESTIMATORS):
+    """``[Bg, Gg, N]`` advantages of estimator ``names[index]`` (traced) on the group buffer."""
     def per_rollout(name, **kw):
         def fn(r, m, ln, e, tm):
             a = advantages.compute(name, r, m, **({"lengths": ln} if name == "opo" else kw)).adv
@@ -98,19 +163,38 @@ def _token_advantages(index, rewards, mask, lengths, energy, token_mask):
     def otb(r, m, ln, e, tm):
         return advantages.optimal_token_baseline(r, m, energy=e, token_mask=tm)
 
-    branches = [otb if n == "optimal_token_baseline" else per_rollout(n) for n in ESTIMATORS]
-    return jax.lax.switch(index, branches, rewards, mask, lengths, energy, token_mask)
+    fns = [otb if n == "optimal_token_baseline" else per_rollout(n) for n in names]
+    return jax.lax.switch(index, fns, rewards, mask, lengths, energy, token_mask)
 
 
-def _token_loss(index, log_prob, old, adv, mask, epsilon):
-    opts = core.LossOptions(epsilon=epsilon)
-    branches = [lambda lp, o, a, m, n=name: core.policy_loss(n, opts)(lp, o, a, m)
-                for name in LOSSES]
-    return jax.lax.switch(index, branches, log_prob, old, adv, mask)
+def loss_function(name: str, epsilon: float) -> Callable[..., jax.Array]:
+    """``fn(log_prob, old, adv, mask) -> [B, T]`` of loss family ``name`` (:data:`LOSS_FAMILIES`;
+    ``epsilon``: the recipe's lower clip, read by the PPO-clip family only)."""
+    registered, options = LOSS_FAMILIES[name]
+    kw = dict(options, **({"epsilon": epsilon} if name in _RECIPE_EPSILON else {}))
+    fn = losses.get(registered)
+    return lambda lp, o, a, m: fn(lp, o, a, m, **kw)
 
 
-def _aggregate(index, token_loss, mask):
-    values = jnp.stack([losses.aggregate(token_loss, mask, m) for m in AGGREGATIONS])
+def _token_loss(index, log_prob, old, adv, mask, epsilon, names: Sequence[str] = LOSSES):
+    fns = [loss_function(name, epsilon) for name in names]
+    return jax.lax.switch(index, fns, log_prob, old, adv, mask)
+
+
+def _zero_gradient_fraction(index, log_prob, old, adv, mask, epsilon,
+                            names: Sequence[str] = LOSSES):
+    """Share of valid tokens with a non-zero advantage whose loss has no gradient in their own
+    log-prob (clipped by PPO's or GSPO's clip, GMPO's log clip, or dropped by Clip-Cov): the
+    "clipped tokens" of each loss, one definition for all."""
+    lp = jax.lax.stop_gradient(log_prob)
+    grad = jax.grad(lambda x: jnp.where(mask, _token_loss(index, x, old, adv, mask, epsilon,
+                                                          names), 0).sum())(lp)
+    live = mask & (jnp.broadcast_to(adv, lp.shape) != 0)
+    return (live & (grad == 0)).sum() / jnp.maximum(live.sum(), 1)
+
+
+def _aggregate(index, token_loss, mask, names: Sequence[str] = AGGREGATIONS):
+    values = jnp.stack([losses.aggregate(token_loss, mask, m) for m in names])
     return values[index]
 
 
@@ -178,16 +262,23 @@ class Driver:
             if mine != share.config:
                 raise ValueError("share= needs a driver whose config differs only in the SFT "
                                  "base's seed")
-            self._rollout, self._update = share._rollout, share._update
+            self._rollout, self._updates = share._rollout, share._updates
             self._eval, self._init_opt = share._eval, share._init_opt
             self.eval_prompts, self.eval_valid = self._eval_inputs(config)
             return
         self._rollout = threaded_seed_map(self._rollout_one, (0, 0, 0, None, None),
                                           DECODE_COMPILE)
-        self._update = jax.jit(sequence.seed_map(self._update_one, in_axes=(0, 0, 0, 0, 0)))
+        self._updates: dict[Branches, Callable] = {}   # one compiled update per branch set
         self.eval_prompts, self.eval_valid = self._eval_inputs(config)
         self._eval = threaded_seed_map(self._eval_one, (0, 0, None, None), DECODE_COMPILE)
         self._init_opt = jax.jit(jax.vmap(sequence.make_optimizer(rl).init))
+
+    def update_for(self, names: Branches) -> Callable:
+        """The compiled update that switches between ``names`` (built once, shared)."""
+        if names not in self._updates:
+            one = functools.partial(self._update_one, names=names)
+            self._updates[names] = jax.jit(sequence.seed_map(one, in_axes=(0, 0, 0, 0, 0)))
+        return self._updates[names]
 
     def _eval_inputs(self, config):
         m = len(self.trainer.eval_problems)
@@ -211,7 +302,8 @@ class Driver:
                                  temperature=rl.temperature, top_p=rl.top_p)
         return idx, out.tokens, out.mask, out.entropy
 
-    def _update_one(self, key, state: State, spec: Spec, batch, rewards):
+    def _update_one(self, key, state: State, spec: Spec, batch, rewards, *,
+                    names: Branches = Branches()):
         rl = self.config.rl
         prompts, valid, tokens, mask = batch
         grp, slot = self._rows(spec.group)
@@ -225,7 +317,7 @@ class Driver:
         gmask = buf(jnp.ones_like(rewards, bool), False)
         adv_buf = _token_advantages(spec.estimator, buf(rewards), gmask,
                                     buf(mask.sum(-1).astype(jnp.float32)), buf(energy),
-                                    buf(mask, False))
+                                    buf(mask, False), names.estimators)
         adv = adv_buf[grp, slot].astype(jnp.float32)                         # [R, N]
         opt = sequence.make_optimizer(rl)
         eps = 0.2 if rl.epsilon is None else rl.epsilon
@@ -233,9 +325,12 @@ class Driver:
         def objective(policy, mb):
             logp = transformer.score(policy, mb["prompts"], mb["valid"], mb["tokens"],
                                      temperature=rl.temperature)
-            tok = _token_loss(spec.loss, logp, mb["old"], mb["adv"], mb["mask"], eps)
-            total = _aggregate(spec.agg, tok, mb["mask"])
-            return total, {"loss": total}
+            tok = _token_loss(spec.loss, logp, mb["old"], mb["adv"], mb["mask"], eps,
+                              names.losses)
+            total = _aggregate(spec.agg, tok, mb["mask"], names.aggs)
+            clip = _zero_gradient_fraction(spec.loss, logp, mb["old"], mb["adv"], mb["mask"],
+                                           eps, names.losses)
+            return total, {"loss": total, "clip_frac": clip}
 
         data = {"prompts": prompts, "valid": valid, "tokens": tokens, "old": old, "adv": adv,
                 "mask": mask}
@@ -288,16 +383,14 @@ class Driver:
         cfg = self.config
         start = time.perf_counter()
         a, g = len(arms), len(cfg.groups)
-        spec = specs(arms, cfg.groups, num_seeds)
+        names = branches(arms)
+        spec, update = specs(arms, cfg.groups, num_seeds, names), self.update_for(names)
         n = a * g * num_seeds
         seeds = jnp.tile(jnp.arange(num_seeds), a * g)          # paired keys across arms, G
         rep = lambda x: jnp.broadcast_to(x, (n,) + jnp.shape(x))  # noqa: E731
         policy = jax.tree.map(rep, self.trainer.base_policy)
         state = State(policy, self._init_opt(policy))
         k_train, k_eval = jax.random.split(key)
-        base_policy = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_seeds,) + jnp.shape(x)),
-                                   self.trainer.base_policy)
-        base = self.heldout_pass1(k_eval, base_policy, np.arange(num_seeds))
         if self.trainer.pool_prompts.shape[0] < cfg.pool:
             raise ValueError(f"pool={cfg.pool} exceeds the base's "
                              f"{self.trainer.pool_prompts.shape[0]} training prompts")
@@ -311,16 +404,22 @@ class Driver:
                 streams.each(keys, streams.ROLLOUT), state.policy, spec, pool_p, pool_v)
             rewards, correct = self.verify(idx, tokens)
             batch = (pool_p[idx], pool_v[idx], tokens, mask)
-            state, out = self._update(streams.each(keys, streams.UPDATE), state, spec, batch,
-                                      jnp.asarray(rewards))
+            state, out = update(streams.each(keys, streams.UPDATE), state, spec, batch,
+                                jnp.asarray(rewards))
             out = {k: np.asarray(v) for k, v in out.items()}
             out["pass1"] = correct.mean(-1)
             out["entropy"] = np.asarray((entropy * mask).sum((1, 2)) / np.maximum(
                 mask.sum((1, 2)), 1))
             for name, v in out.items():
                 history.setdefault(name, []).append(np.asarray(v).reshape(a, g, num_seeds))
-        final = self.heldout_pass1(k_eval, state.policy, np.asarray(seeds)).reshape(
-            a, g, num_seeds)
+        # the SFT base (once per seed) and every trained run in one evaluation: one set of
+        # compiled sampling programs instead of two (each seed's keys as before)
+        both = jax.tree.map(lambda b, x: jnp.concatenate(
+            [jnp.broadcast_to(b, (num_seeds,) + jnp.shape(b)), x]), self.trainer.base_policy,
+            state.policy)
+        scores = self.heldout_pass1(k_eval, both, np.concatenate([np.arange(num_seeds),
+                                                                  np.asarray(seeds)]))
+        base, final = scores[:num_seeds], scores[num_seeds:].reshape(a, g, num_seeds)
         return Result(list(arms), tuple(cfg.groups),
                       {k: np.stack(v) for k, v in history.items()}, base, final,
                       time.perf_counter() - start)
