@@ -1007,8 +1007,52 @@ def default_jobs() -> int:
 
 
 def _run_in_worker(name: str, quick: bool, out: str, force: bool) -> Result:
-    """A worker process's task (module level, so it pickles)."""
-    return run(name, quick=quick, out_dir=out, force=force, catch=True)
+    """A worker process's task (module level, so it pickles). After a full-run experiment the
+    worker drops its compiled programs (see :func:`pool_options`; quick runs keep them for the
+    next experiment)."""
+    try:
+        return run(name, quick=quick, out_dir=out, force=force, catch=True)
+    finally:
+        if not quick:
+            import gc
+
+            import jax
+            jax.clear_caches()
+            gc.collect()
+
+
+# XLA:CPU maps every compiled kernel into memory (a few anonymous mappings each) and keeps it
+# while its program lives. A full small-model study compiles thousands of kernels (one set per
+# arm and SFT base), so a long-lived worker crossed Linux's default limit of 65530 mappings
+# per process (``vm.max_map_count``) in two full runs of 2026-12-06 and died with "LLVM
+# compilation error: Cannot allocate memory" (measured: about 60 new mappings a second during
+# ``dars_small``, 17k after 5 minutes). Full runs therefore give each experiment a fresh
+# worker (Python >= 3.11) and drop a worker's compiled programs after each experiment (3.10).
+# One experiment's own kernels still count: the note below says how to raise the limit.
+MAP_COUNT_WARN = 65530
+
+
+def pool_options(quick: bool) -> dict:
+    """Extra ``ProcessPoolExecutor`` options: one experiment per worker process in full runs
+    (where an experiment runs for minutes, so a fresh process costs little); quick runs reuse
+    workers (a fresh process per experiment would add about 3 s each)."""
+    if quick or sys.version_info < (3, 11):
+        return {}
+    return {"max_tasks_per_child": 1}
+
+
+def map_count_note() -> str:
+    """A one-line warning when ``vm.max_map_count`` is at or below Linux's default (a full run's
+    largest study may need more), else ``""``."""
+    try:
+        limit = int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return ""
+    if limit > MAP_COUNT_WARN:
+        return ""
+    return (f"note: vm.max_map_count is {limit}; if a worker dies with 'Cannot allocate "
+            "memory', raise it (sudo sysctl -w vm.max_map_count=262144) and rerun: finished "
+            "experiments are kept")
 
 
 def _train_base(preset: str) -> str:
@@ -1071,6 +1115,8 @@ def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: b
         # experiment still queued; they run once more in a fresh pool (finished ones are kept)
         print(f"warning: a worker process died; rerunning {len(broken)} unfinished "
               f"experiment(s) in a fresh pool: {', '.join(broken)}", file=sys.stderr)
+        if map_count_note():
+            print(map_count_note(), file=sys.stderr)
         order, bases = broken, []
     return [done[n] for n in names_]
 
@@ -1084,7 +1130,8 @@ def _pool_pass(order: list[str], bases: list, jobs: int, quick: bool, out: Path,
     from concurrent.futures.process import BrokenProcessPool
 
     broken = []
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                             **pool_options(quick)) as pool:
         # queued first: the pool starts tasks in submission order; a failure here resurfaces
         # (with its traceback) in the experiments that load the base
         for preset in bases:

@@ -12,7 +12,7 @@ to another ISA, freshly trained SFT bases), its claims stored in
 ``docs/reproducibility.md`` (:data:`ROUNDING_DOC`), not in the README; ``python -m
 rlvr_lab.report --rounding [other.csv] [claims.csv] [page.md]`` rewrites it.
 
-Where a claim comes from is bibliography, not a result: ``python -m rlvr_lab.report --sources
+Where a claim comes from is bibliography, not a result: ``python -m rlvr_lab.sources
 [claims.csv]`` rewrites the ``paper_ref`` and ``paper_value`` columns of a stored table (and
 its ``CLAIMS.md``) from the claims' current declarations (:func:`refresh_sources`), so a
 corrected citation does not need an hour of recomputation. It touches no other column, and it
@@ -149,15 +149,6 @@ def refresh_sources(df: pd.DataFrame, declared: dict[tuple[str, str], object]) -
         for col in SOURCE_COLUMNS:
             out.iat[i, out.columns.get_loc(col)] = getattr(spec, col)
     return out
-
-
-def declared_claims() -> dict[tuple[str, str], object]:
-    """``{(experiment, claim id): claims.Declared}`` of every registered experiment."""
-    from rlvr_lab import experiments  # experiments imports this module lazily: no circle
-
-    experiments.load_all()
-    return {(name, spec.id): spec for name, exp in experiments.registry().items()
-            for spec in exp.declared}
 
 
 def flips(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
@@ -323,25 +314,6 @@ def main(argv: list[str] | None = None) -> None:
         readme.write_text(bibliography.replace_block(readme.read_text(), block,
                                                      ROUNDING_START, ROUNDING_END))
         print(f"wrote {readme}")
-        return
-    if argv[:1] == ["--sources"]:
-        from rlvr_lab import experiments
-
-        csv = Path(argv[1]) if len(argv) > 1 else io.figures_dir() / "claims.csv"
-        df = pd.read_csv(csv)
-        try:
-            fresh = refresh_sources(df, declared_claims())
-        except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
-            raise SystemExit(2) from None
-        quick = csv.parent.name == "quick"
-        io.atomic_write_text(csv, fresh.to_csv(index=False))
-        io.atomic_write_text(csv.parent / "CLAIMS.md",
-                             experiments.claims_markdown(fresh, quick=quick))
-        changed = int((fresh[list(SOURCE_COLUMNS)].fillna("").astype(str)
-                       != df[list(SOURCE_COLUMNS)].fillna("").astype(str)).any(axis=1).sum())
-        print(f"wrote the paper_ref / paper_value columns of {csv} ({changed} rows changed) "
-              f"and {csv.parent / 'CLAIMS.md'}")
         return
     csv = Path(argv[0]) if argv else io.figures_dir() / "claims.csv"
     readme = Path(argv[1]) if len(argv) > 1 else ROOT / "README.md"

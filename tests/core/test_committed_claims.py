@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from rlvr_lab import claims, report
+from rlvr_lab import claims, report, sources
 
 FULL = report.ROOT / "figures" / "claims.csv"
 QUICK = report.ROOT / "figures" / "quick" / "claims.csv"
@@ -84,15 +84,15 @@ def test_claim_ids_are_unique():
 
 def test_committed_sources_match_the_declarations():
     """`paper_ref` / `paper_value` of the committed table are the declarations' (refreshed by
-    `python -m rlvr_lab.report --sources`), and every row's rule and thresholds are still the
+    `python -m rlvr_lab.sources`), and every row's rule and thresholds are still the
     declared ones (otherwise the table is stale and refresh_sources refuses)."""
     df = _table(FULL)
-    fresh = report.refresh_sources(df, report.declared_claims())
+    fresh = report.refresh_sources(df, sources.declared_claims())
     cols = list(report.SOURCE_COLUMNS)
     stale = df[(fresh[cols].fillna("").astype(str) != df[cols].fillna("").astype(str))
                .any(axis=1)]
     assert stale.empty, ("claims.csv cites other sources than the declarations; run `python "
-                         f"-m rlvr_lab.report --sources`: {list(stale.claim)}")
+                         f"-m rlvr_lab.sources`: {list(stale.claim)}")
 
 
 def test_refresh_sources_takes_only_the_citation_and_refuses_a_changed_rule():
@@ -108,3 +108,10 @@ def test_refresh_sources_takes_only_the_citation_and_refuses_a_changed_rule():
         report.refresh_sources(pd.DataFrame([{**row, "threshold": 0.05}]), {("e", "c"): spec})
     with pytest.raises(ValueError, match="not declared"):
         report.refresh_sources(pd.DataFrame([{**row, "claim": "gone"}]), {("e", "c"): spec})
+
+
+def test_sources_command_rejects_bad_arguments(tmp_path, capsys):
+    assert sources.main(["--bogus"]) == 2
+    assert "usage" in capsys.readouterr().err
+    assert sources.main([str(tmp_path / "missing.csv")]) == 2
+    assert "not a file" in capsys.readouterr().err

@@ -14,7 +14,7 @@ LAYERS = {
     1: ("advantages", "losses", "metrics", "stats", "claims", "envs", "models"),
     2: ("train",),
     3: ("papers",),
-    4: ("experiments", "report", "cli", "benchmarks"),
+    4: ("experiments", "report", "sources", "cli", "benchmarks"),
 }
 # inside train/: seed_axis -> seed_threads -> core -> transformer_update -> the trainers
 TRAIN_ORDER = ("seed_axis", "seed_threads", "core", "transformer_update")

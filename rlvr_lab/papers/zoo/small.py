@@ -399,7 +399,7 @@ class Driver:
         history: dict[str, list] = {}
         for t in (range(cfg.steps) if progress is None else progress(range(cfg.steps))):
             step_key = jax.random.fold_in(k_train, t)
-            keys = jax.vmap(lambda s: jax.random.fold_in(step_key, s))(seeds)
+            keys = jax.vmap(lambda s, k=step_key: jax.random.fold_in(k, s))(seeds)
             idx, tokens, mask, entropy = self._rollout(
                 streams.each(keys, streams.ROLLOUT), state.policy, spec, pool_p, pool_v)
             rewards, correct = self.verify(idx, tokens)

@@ -1,0 +1,59 @@
+"""``python -m rlvr_lab.sources [claims.csv]``: refresh where each claim comes from.
+
+``paper_ref`` and ``paper_value`` are bibliography, not results. This command rewrites those
+two columns of a stored ``claims.csv`` (and the ``CLAIMS.md`` beside it) from the claims'
+current declarations (:func:`rlvr_lab.report.refresh_sources`), so a corrected citation needs no
+rerun. It changes no other column, and exits 2 with a one-line error when a row's rule,
+direction or thresholds differ from its declaration (that table is stale: rerun it instead).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from rlvr_lab import experiments, io, report
+
+
+def declared_claims() -> dict[tuple[str, str], object]:
+    """``{(experiment, claim id): claims.Declared}`` of every registered experiment."""
+    experiments.load_all()
+    return {(name, spec.id): spec for name, exp in experiments.registry().items()
+            for spec in exp.declared}
+
+
+def refresh(csv: Path) -> int:
+    """Rewrite the citations of ``csv`` and its ``CLAIMS.md``; the number of rows changed."""
+    df = pd.read_csv(csv)
+    fresh = report.refresh_sources(df, declared_claims())
+    io.atomic_write_text(csv, fresh.to_csv(index=False))
+    io.atomic_write_text(csv.parent / "CLAIMS.md",
+                         experiments.claims_markdown(fresh, quick=csv.parent.name == "quick"))
+    cols = list(report.SOURCE_COLUMNS)
+    return int((fresh[cols].fillna("").astype(str) != df[cols].fillna("").astype(str))
+               .any(axis=1).sum())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) > 1 or (argv and argv[0].startswith("-")):
+        print(f"error: unexpected arguments {argv!r}; usage: python -m rlvr_lab.sources "
+              "[claims.csv]", file=sys.stderr)
+        return 2
+    csv = Path(argv[0]) if argv else io.figures_dir() / "claims.csv"
+    if not csv.is_file():
+        print(f"error: {csv} is not a file; give a claims.csv", file=sys.stderr)
+        return 2
+    try:
+        changed = refresh(csv)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote the paper_ref / paper_value columns of {csv} ({changed} rows changed) and "
+          f"{csv.parent / 'CLAIMS.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
