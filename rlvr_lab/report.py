@@ -87,7 +87,11 @@ def rounding_table(base: pd.DataFrame, other: pd.DataFrame, *,
     for setting, group in evaluated.groupby("setting", sort=True):
         lines.append(f"| {setting} | {len(group)} | {int(group.changed.sum())} |")
     lines.append(f"| **all** | **{len(evaluated)}** | **{int(evaluated.changed.sum())}** |")
-    changed = both[both.changed]
+    missing = both[both.other_verdict == "not evaluated"]
+    if len(missing):
+        lines += ["", f"Not in the rerun ({len(missing)} claims, `stable` left empty): "
+                  + ", ".join(sorted(set(missing.experiment))) + "."]
+    changed = evaluated[evaluated.changed]   # a claim the rerun did not reach is not a move
     if len(changed):
         lines += ["", "| experiment | claim | verdict | in the rerun | measured | in the rerun |",
                   "|---|---|---|---|---:|---:|"]
