@@ -1115,8 +1115,9 @@ def _run_parallel(names_: list[str], jobs: int, quick: bool, out: Path, force: b
         # experiment still queued; they run once more in a fresh pool (finished ones are kept)
         print(f"warning: a worker process died; rerunning {len(broken)} unfinished "
               f"experiment(s) in a fresh pool: {', '.join(broken)}", file=sys.stderr)
-        if map_count_note():
-            print(map_count_note(), file=sys.stderr)
+        note = map_count_note()
+        if note:
+            print(note, file=sys.stderr)
         order, bases = broken, []
     return [done[n] for n in names_]
 
