@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from scipy import stats as _st
 
 from rlvr_lab import bibliography, io
 
@@ -100,6 +101,9 @@ def rounding_table(base: pd.DataFrame, other: pd.DataFrame, *,
                          f"{row.other_verdict} | {_number(row.measured)} | "
                          f"{_number(row.other_measured)} |")
     flipped = flips(base, other)
+    line = agreement_line(base, other)
+    if line:
+        lines += ["", line]
     lines += ["", f"Verdicts of `{base_source}` against `{source}` (the same reproduction "
               "under other float rounding). Pass in one run and fail in the other: "
               f"**{len(flipped)}**" + (" (" + ", ".join(f"`{c}`" for c in flipped.claim) + ")"
@@ -160,6 +164,64 @@ def flips(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
     both = verdict_changes(base, other)
     pair = both["verdict"] + "/" + both["other_verdict"]
     return both[pair.isin(["pass/fail", "fail/pass"])]
+
+
+_T_METHOD = re.compile(r"t over (\d+) (?:base means|seeds)")
+
+
+def standard_errors(df: pd.DataFrame) -> pd.Series:
+    """The standard error behind each row's Student-t interval: its half-width over the t
+    quantile of its level with ``m - 1`` degrees of freedom, ``m`` the base means (or seeds)
+    named in ``interval_method``. NaN for a row without a finite t interval (exact, proportion
+    or deterministic rows)."""
+    cols = ("interval_method", "ci_low", "ci_high", "level")
+    if any(c not in df for c in cols):
+        return pd.Series(math.nan, index=df.index, dtype=float)
+    out = []
+    for method, lo, hi, level in zip(*(df[c] for c in cols)):
+        m = _T_METHOD.fullmatch(method) if isinstance(method, str) else None
+        lo, hi, level = (float(pd.to_numeric(x, errors="coerce")) for x in (lo, hi, level))
+        if m is None or int(m.group(1)) < 2 or not all(map(math.isfinite, (lo, hi, level))):
+            out.append(math.nan)
+            continue
+        q = float(_st.t.ppf(0.5 + level / 2, int(m.group(1)) - 1))
+        out.append((hi - lo) / 2 / q)
+    return pd.Series(out, index=df.index, dtype=float)
+
+
+def agreement(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """How far two runs' estimates of the same claim lie apart, in the runs' own standard errors.
+
+    For each claim with a t interval in both runs: ``diff = estimate - other_estimate`` and
+    ``z = diff / sqrt(se^2 + other_se^2)``. If each run's interval accounted for everything that
+    differs between the runs (seeds, SFT bases, float rounding), ``z`` would be roughly standard
+    normal: a root-mean-square well above 1, or many ``|z| > 1.96``, says the intervals are too
+    narrow for a rerun."""
+    keys = ["experiment", "claim"]
+    if "estimate" not in base or "estimate" not in other:   # a table from before the engine
+        return pd.DataFrame(columns=keys + ["setting", "estimate", "se", "estimate_other",
+                                            "se_other", "diff", "z"])
+    left = base.assign(se=standard_errors(base))[keys + ["setting", "estimate", "se"]]
+    right = other.assign(se=standard_errors(other))[keys + ["estimate", "se"]]
+    both = left.merge(right, on=keys, suffixes=("", "_other"), validate="one_to_one")
+    both = both[both.se.notna() & both.se_other.notna()].copy()
+    both["diff"] = both.estimate - both.estimate_other
+    both["z"] = both["diff"] / (both.se ** 2 + both.se_other ** 2) ** 0.5
+    return both.reset_index(drop=True)
+
+
+def agreement_line(base: pd.DataFrame, other: pd.DataFrame) -> str:
+    """One sentence summarising :func:`agreement` (empty when no claim has intervals in both)."""
+    both = agreement(base, other)
+    z = both.z[both.z.map(math.isfinite)]
+    if z.empty:
+        return ""
+    rms = float((z ** 2).mean() ** 0.5)
+    far = int((z.abs() > 1.96).sum())
+    return (f"Estimates with a t interval in both runs: {len(z)}; the difference between the "
+            f"runs, in units of its standard error from the two intervals, has root-mean-square "
+            f"**{rms:.2f}** (about 1 if the intervals account for what a rerun changes) and "
+            f"|z| > 1.96 for **{far}** of {len(z)} (about {0.05 * len(z):.0f} expected).")
 
 
 def _number(value) -> str:

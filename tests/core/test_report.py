@@ -1,7 +1,10 @@
 """README verdict table: counts per paper (old and new claims.csv), the marker block, when
 `reproduce` rewrites it, and that the committed README matches the committed claims.csv."""
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlvr_lab import bibliography, cli, experiments, report
 
@@ -166,3 +169,72 @@ def test_why_not_pass_paragraph_per_paper():
                                                ci_low=0.0, ci_high=1.0, level=0.95,
                                                n_seeds=4, n_bases=1), quick=True)
     assert "**Why claims do not pass**" in md
+
+
+def _t_rows(samples, level=0.95, seeds=False):
+    """Claims rows whose intervals are the engine's t intervals of ``samples`` (float64)."""
+    from scipy import stats as st
+    rows = []
+    for i, x in enumerate(samples):
+        x = np.asarray(x, np.float64)
+        m = x.size
+        se = x.std(ddof=1) / np.sqrt(m)
+        half = se * st.t.ppf(0.5 + level / 2, m - 1)
+        rows.append(dict(experiment="e", claim=f"c{i}", setting="small model",
+                         estimate=x.mean(), ci_low=x.mean() - half, ci_high=x.mean() + half,
+                         level=level, interval_method=f"t over {m} "
+                         + ("seeds" if seeds else "base means")))
+    return pd.DataFrame(rows)
+
+
+def test_standard_errors_recover_the_t_interval_spread():
+    rng = np.random.default_rng(0)
+    samples = [rng.normal(size=m) for m in (2, 3, 6, 16)]
+    df = _t_rows(samples, level=0.975)
+    want = [np.std(x, ddof=1) / np.sqrt(len(x)) for x in samples]
+    np.testing.assert_allclose(report.standard_errors(df), want, rtol=1e-12)
+    df_seeds = _t_rows(samples, seeds=True)
+    np.testing.assert_allclose(report.standard_errors(df_seeds), want, rtol=1e-12)
+
+
+def test_standard_errors_nan_without_a_t_interval():
+    df = _t_rows([[0.0, 1.0, 2.0]] * 4)
+    df.loc[0, "interval_method"] = "exact"
+    df.loc[1, "interval_method"] = "Clopper-Pearson over 12 trials"
+    df.loc[2, "ci_low"] = -np.inf
+    se = report.standard_errors(df)
+    assert se.isna().tolist() == [True, True, True, False]
+    assert report.standard_errors(df.drop(columns="level")).isna().all()
+
+
+def test_agreement_by_hand():
+    a = _t_rows([[0.0, 1.0, 2.0], [1.0, 1.0, 4.0]])
+    b = _t_rows([[1.0, 2.0, 3.0], [0.0, 1.0, 2.0]])
+    got = report.agreement(a, b)
+    se_a = [1 / np.sqrt(3), np.sqrt(3) / np.sqrt(3)]
+    se_b = [1 / np.sqrt(3), 1 / np.sqrt(3)]
+    want = [(1.0 - 2.0) / np.hypot(se_a[0], se_b[0]), (2.0 - 1.0) / np.hypot(se_a[1], se_b[1])]
+    np.testing.assert_allclose(got.z, want, rtol=1e-12)
+    assert report.agreement_line(a, a).count("**0**") == 1
+
+
+def test_agreement_is_about_standard_normal_when_intervals_are_honest():
+    # two runs drawing 20 base means each from the same distribution: z ~ t-ish, rms ~ 1
+    rng = np.random.default_rng(1)
+    a = _t_rows(rng.normal(size=(400, 20)))
+    b = _t_rows(rng.normal(size=(400, 20)))
+    z = report.agreement(a, b).z
+    assert 0.9 < float(np.sqrt((z ** 2).mean())) < 1.15
+    assert 0.02 < float((z.abs() > 1.96).mean()) < 0.09
+    # a shift between runs the intervals do not know about shows as rms > 1
+    shifted = _t_rows(rng.normal(size=(400, 20)) + 0.5)
+    assert float(np.sqrt((report.agreement(a, shifted).z ** 2).mean())) > 1.5
+
+
+@settings(deadline=None, max_examples=50)
+@given(st.lists(st.floats(-5, 5), min_size=3, max_size=8),
+       st.lists(st.floats(-5, 5), min_size=3, max_size=8))
+def test_agreement_is_antisymmetric(x, y):
+    a, b = _t_rows([x]), _t_rows([y])
+    za, zb = report.agreement(a, b).z, report.agreement(b, a).z
+    np.testing.assert_allclose(za.to_numpy(), -zb.to_numpy(), equal_nan=True)
