@@ -152,12 +152,14 @@ CLAIM_SOURCES: dict[str, tuple[str, str]] = {
     "dars_no_extra_cost_at_convergence": ("DARS", "abstract"),
     "dars_breadth_depth_orthogonal": ("DARS", "abstract; numbers: authors' README table"),
     # BroRL
-    "mass_balance_first_order": ("BroRL", "abstract"),
-    "p_mass_decrease_vanishes": ("BroRL", "abstract"),
-    "p_mass_decrease_vanishes_sampled_pg": ("BroRL", "abstract"),
-    "all_correct_tokens_increase": ("BroRL", "abstract"),
-    "large_n_revives_saturated": ("BroRL", "abstract"),
-    "brorl_revival_equal_rollouts": ("BroRL", "abstract"),
+    "mass_balance_first_order": ("BroRL", "Theorem 1 (Sec. 2; proof in Appendix C.1) (v1)"),
+    "p_mass_decrease_vanishes": (
+        "BroRL", "Sec. 2 (Theorem 1, implication (i); Lemma 2, Corollary 3) (v1)"),
+    "p_mass_decrease_vanishes_sampled_pg": (
+        "BroRL", "Sec. 2 (Theorem 1, implication (i); Lemma 2, Corollary 3) (v1)"),
+    "all_correct_tokens_increase": ("BroRL", "Sec. 4.1 (token-level simulation, Fig. 3) (v1)"),
+    "large_n_revives_saturated": ("BroRL", "Sec. 4.2.3 (Table 1, Fig. 1) (v1)"),
+    "brorl_revival_equal_rollouts": ("BroRL", "Sec. 4.2.3 (Table 1, Fig. 1) (v1)"),
     # CurES, E3
     "allocation_lowers_gradient_variance": ("CurES", "abstract"),
     "sampling_sets_convergence_rate": ("CurES", "abstract"),
@@ -187,7 +189,7 @@ CLAIM_SOURCES: dict[str, tuple[str, str]] = {
     "expert_raises_final_success": ("DynaWeb", "abstract"),
     "expert_lowers_seed_variance": ("DynaWeb", "abstract"),
     # small-model and toy restatements of abstract claims
-    "large_n_raises_throughput": ("BroRL", "abstract"),
+    "large_n_raises_throughput": ("BroRL", "Sec. 4.2.4, Table 2 (v1)"),
     "cures_small_final_accuracy": ("CurES", "abstract"),
     "cures_small_rollouts_to_target": ("CurES", "abstract"),
     "cures_small_posterior_finds_informative": ("CurES", "abstract"),

@@ -46,7 +46,9 @@ from rlvr_lab.train import bases
 from simulations import tiny_grpo
 
 PAPER = "BroRL"
-REF = "arXiv:2510.01180 abstract"
+V1 = "arXiv:2510.01180v1"  # the full text read: arXiv v1 (Oct 2025)
+SATURATED = f"{V1} Sec. 4.2.3 (Table 1, Fig. 1: ProRL N=16 vs BroRL N=512 from the 3K-step ckpt)"
+THEOREM = f"{V1} Sec. 2 (Theorem 1, implication (i); Lemma 2, Corollary 3)"
 VANISH = 0.01   # "falls below 1%": the mass-decrease claims' threshold (the module's criterion)
 
 # ============================================================================ mass balance
@@ -168,7 +170,8 @@ TRAINING_CLAIMS = (
         "fewer_filtered_groups", setting="bank",
         statement="Large N leaves fewer groups with all-equal rewards (filtered by dynamic "
                   "sampling)",
-        paper_value="fewer filtered groups at large N", paper_ref=REF,
+        paper_value="dynamic-sampling pass rate 41% at N=16, 62% at N=512 (Table 2)",
+        paper_ref=f"{V1} Sec. 4.2.4, Table 2 (Dynamic Sampling Pass Rate)",
         estimand="mean fraction of phase-2 groups with all-equal rewards, N=512 minus N=16, "
                  "per seed", unit="fraction of groups",
         rule="superiority", direction="<", threshold=0.0,
@@ -245,7 +248,7 @@ SMALL_CLAIMS = (
         estimand="held-out pass@1 after phase 1 minus the SFT base's, per seed", unit="pass@1",
         rule="superiority", direction=">", threshold=0.0),
     claims.Declared(
-        "small_phase1_plateau", paper_ref=REF,
+        "small_phase1_plateau", paper_ref=SATURATED,
         statement="phase-1 GRPO (N=8) has saturated: held-out pass@1 no longer moves",
         paper_value="ProRL saturates after ~3K steps",
         estimand="held-out pass@1 at phase 1's last evaluation minus at the one before "
@@ -253,18 +256,18 @@ SMALL_CLAIMS = (
         rule="equivalence", direction="<", threshold=PLATEAU_MARGIN, level=0.90,
         note="90% interval: the paired TOST at 5% the module used before"),
     claims.Declared(
-        "small_large_n_improves_beyond_plateau", paper_ref=REF,
+        "small_large_n_improves_beyond_plateau", paper_ref=SATURATED,
         statement="continuing the saturated checkpoint with N=64 raises held-out pass@1",
         paper_value="continuous improvement beyond the saturation point",
         estimand=_paired("of N=64 after phase 2 minus at the checkpoint"), unit="pass@1",
         rule="superiority", direction=">", threshold=0.0),
     claims.Declared(
-        "brorl_revival_equal_rollouts", paper_ref=REF,
+        "brorl_revival_equal_rollouts", paper_ref=SATURATED,
         statement="large-N rollouts revive the saturated policy at equal rollouts: from each "
                   "base's own plateaued checkpoint, continuing with N=64 ends above "
                   "continuing with N=8 after the same number of phase-2 rollouts",
-        paper_value="BroRL (N=512) revives models saturated after 3K ProRL steps; ProRL "
-                    "(N=16) does not (no equal-rollout number read)",
+        paper_value="Table 1 at about equal samples (ProRL N=16 +10,439k, BroRL N=512 "
+                    "+11,226k): Math 62.02 vs 62.62, Code 52.74 vs 53.31",
         estimand=_paired("N=64 minus N=8 after the same phase-2 rollouts (N=8 runs 8x the "
                          "steps)"), unit="pass@1",
         rule="superiority", direction=">", threshold=0.0, fail_threshold=0.0,
@@ -274,8 +277,8 @@ SMALL_CLAIMS = (
              "small_large_n_beats_n8_equal_wall_time"),
     claims.Declared(
         "small_large_n_beats_n8_equal_wall_time",
-        paper_ref=("arXiv:2510.01180 (~2x throughput: a summary's TL;DR; the abstract tail was "
-                   "not reached) (inferred)"),
+        paper_ref=(f"{V1} Sec. 4.2.4, Table 2 (72.4 vs 36.5 samples/s); equal training time: "
+                   "Sec. 4.2.3, Table 1"),
         statement="from the checkpoint N=64 ends above N=8 at equal wall time",
         paper_value="large N nearly doubles generation throughput on GPUs",
         estimand=_paired("N=64 minus N=8 read at N=64's wall time on this machine "
@@ -286,7 +289,7 @@ SMALL_CLAIMS = (
                        "compute-bound already, so a step of N=64 costs ~8x one of N=8 and "
                        "equal wall time is equal rollouts"),
     claims.Declared(
-        "small_mass_decrease_vanishes_sampled_pg", paper_ref=REF,
+        "small_mass_decrease_vanishes_sampled_pg", paper_ref=THEOREM,
         statement="on the transformer's own tens-digit distribution, one sampled "
                   "policy-gradient step with many rollouts almost never lowers the correct "
                   "mass",

@@ -326,8 +326,8 @@ SMALL_CLAIMS = (
         "cures_small_final_accuracy",
         statement="CurES (posterior prompt sampling + Neyman allocation) ends with higher "
                   "held-out accuracy than GRPO at equal rollouts",
-        paper_value="+3.30 (1.5B) / +4.82 (7B) points over GRPO, average of math benchmarks "
-                    "[summary]",
+        paper_value="+3.30 (1.5B) / +4.82 (7B) points over GRPO (numbers read in the "
+                    "abstract)",
         estimand="final held-out pass@1 (T = 1), CurES - GRPO, per paired seed", unit="pass@1",
         rule="superiority", direction=">", threshold=SMALL_MIN_GAIN,
         fail_threshold=SMALL_MIN_GAIN,

@@ -118,8 +118,8 @@ CLAIMS = (
                   "relative to float32 rollouts",
         paper_value=PAPER_VALUE,
         paper_ref=(f"{REF} abstract; FP8 rollout docs of veRL, where the stack is implemented "
-                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base, Accuracy: drop "
-                   "without TIS)"),
+                   "(volcengine/verl docs/advance/fp8.md, section 'Qwen3-8B-Base Dense Model', "
+                   "Accuracy: drop without TIS)"),
         estimand=f"fp32 minus uncorrected E4M3, {_HELDOUT}", unit="pass@1",
         rule="superiority", threshold=0.0),
     claims.Declared(
@@ -128,8 +128,8 @@ CLAIMS = (
                   "relative to float32 rollouts",
         paper_value=_E2M1_VALUE,
         paper_ref=(f"{REF} abstract; FP8 (not E2M1) in the veRL FP8 rollout docs "
-                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base, Accuracy: drop "
-                   "without TIS)"),
+                   "(volcengine/verl docs/advance/fp8.md, section 'Qwen3-8B-Base Dense Model', "
+                   "Accuracy: drop without TIS)"),
         estimand=f"fp32 minus uncorrected E2M1, {_HELDOUT}", unit="pass@1",
         rule="superiority", threshold=0.0),
     claims.Declared(
@@ -138,8 +138,8 @@ CLAIMS = (
                   "float32 rollouts",
         paper_value=_E2M1_VALUE,
         paper_ref=(f"{REF} abstract; FP8 (not E2M1) in the veRL FP8 rollout docs "
-                   "(volcengine/verl docs/advance/fp8.md, Qwen3-8B-Base: token-level TIS, C=2, "
-                   "aligns with BF16)"),
+                   "(volcengine/verl docs/advance/fp8.md, section 'Qwen3-8B-Base Dense Model': "
+                   "token-level TIS, C=2, aligns with BF16)"),
         estimand=f"E2M1+TIS minus fp32, {_HELDOUT}", unit="pass@1",
         rule="non_inferiority", threshold=-MARGIN, note=_NOTHING),
     claims.Declared(

@@ -66,7 +66,8 @@ CLAIMS = (
         "zoo_rloo_unbiased", paper="RLOO",
         statement="the leave-one-out baseline gives an unbiased policy gradient (RLOO)",
         paper_value="unbiased: the baseline of each rollout excludes it",
-        paper_ref="arXiv:2402.14740 (the RLOO estimator; leave-one-out baseline)",
+        paper_ref=("arXiv:2402.14740 Sec. 2.3 (the RLOO estimator; section from a third-party "
+                   "excerpt card, paper text not read) (inferred)"),
         estimand="largest |expected gradient / exact gradient - 1| over the bank's prompts at "
                  "G = 2, 4, 8 (closed form, float64)", unit="ratio",
         rule="exact", direction="<", threshold=EXACT_TOLERANCE, gated=False),
