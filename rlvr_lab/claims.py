@@ -40,7 +40,15 @@ so they are not independent; the interval is the **Student-t interval of the bas
 ``n_bases - 1`` degrees of freedom** (the classical interval for the grand mean of a balanced
 one-way random-effects model: the variance of a base mean is ``sigma_base^2 +
 sigma_seed^2 / m``, estimated without bias by the spread of the base means, so the coverage is
-exact under normality whatever the share of base-to-base variance). We use it rather than a
+exact under normality whatever the share of base-to-base variance), **with the spread of the
+base means floored at the seed noise** (:func:`seed_noise_floor`): a base mean can vary no
+less than its seeds' noise divided by their number, and with 3-4 bases their spread can fall far
+below that by chance. It did in the committed run of 2026-12-06: ``e3_small_passk_vs_grpo``'s
+first four base means spread 40x less than their seeds implied (F = MSB/MSW ~ 0.025), the
+interval came out ~6x too narrow, and the claim passed where a rerun under other rounding
+failed it. Taking ``max(MSB, MSW)`` is the usual truncation that keeps the base variance
+component non-negative; it only widens the interval (coverage at least the nominal level, kept
+at ``k - 1`` degrees of freedom), and ``interval_method`` says when it binds. We use it rather than a
 cluster bootstrap because with 2-7 bases a bootstrap over bases has far too few distinct
 resamples to reach its nominal coverage, and rather than a REML random-effects interval because
 its degrees of freedom are themselves estimated (Satterthwaite), which over-covers or
@@ -274,6 +282,21 @@ class Interval:
     units: int = 0            # how many units (bases, or seeds with one base)
 
 
+def seed_noise_floor(groups: Sequence[np.ndarray]) -> float:
+    """The smallest standard deviation of a base mean that the seeds within bases allow.
+
+    A base mean of ``m_i`` seeds has variance ``sigma_base^2 + sigma_seed^2 / m_i``, never
+    below ``sigma_seed^2 / m_i``. ``sigma_seed^2`` is estimated by the pooled within-base
+    variance (``sum_i (m_i - 1)`` degrees of freedom, usually more than the ``k - 1`` of the
+    base means); the floor is ``sqrt(MSW * mean_i(1 / m_i))``. 0 when no base has two seeds (or
+    a value is not finite)."""
+    dof = sum(g.size - 1 for g in groups if g.size >= 2)
+    if dof == 0 or not all(np.all(np.isfinite(g)) for g in groups):
+        return 0.0
+    msw = sum(float(((g - g.mean()) ** 2).sum()) for g in groups if g.size >= 2) / dof
+    return math.sqrt(msw * float(np.mean([1.0 / g.size for g in groups])))
+
+
 def interval(sample: Sample, level: float = 0.95) -> Interval:
     """The interval of the sample's mean (see the module docstring for the method)."""
     v, b = sample.values, sample.bases
@@ -293,10 +316,12 @@ def interval(sample: Sample, level: float = 0.95) -> Interval:
         return Interval(p, float(ci.low), float(ci.high), level, n, k,
                         f"Clopper-Pearson over {n} trials", math.sqrt(max(p * (1 - p), 0.25 / n)),
                         n)
+    floor = 0.0
     if k >= 2:
-        labels = np.unique(b)
-        units = np.array([v[b == lab].mean() for lab in labels])
+        groups = [v[b == lab] for lab in np.unique(b)]
+        units = np.array([g.mean() for g in groups])
         method = f"t over {k} base means"
+        floor = seed_noise_floor(groups)
     else:
         units, method = v, f"t over {n} seeds"
     estimate = float(units.mean())
@@ -304,6 +329,8 @@ def interval(sample: Sample, level: float = 0.95) -> Interval:
     if m < 2 or not np.all(np.isfinite(units)):
         return Interval(estimate, -math.inf, math.inf, level, n, k, method, math.nan, m)
     sd = float(units.std(ddof=1))
+    if floor > sd:
+        sd, method = floor, f"{method}, spread floored at the seed noise"
     half = sd / math.sqrt(m) * float(_st.t.ppf(0.5 + level / 2, m - 1))
     return Interval(estimate, estimate - half, estimate + half, level, n, k, method, sd, m)
 

@@ -179,7 +179,7 @@ def standard_errors(df: pd.DataFrame) -> pd.Series:
         return pd.Series(math.nan, index=df.index, dtype=float)
     out = []
     for method, lo, hi, level in zip(*(df[c] for c in cols)):
-        m = _T_METHOD.fullmatch(method) if isinstance(method, str) else None
+        m = _T_METHOD.match(method) if isinstance(method, str) else None
         lo, hi, level = (float(pd.to_numeric(x, errors="coerce")) for x in (lo, hi, level))
         if m is None or int(m.group(1)) < 2 or not all(map(math.isfinite, (lo, hi, level))):
             out.append(math.nan)

@@ -201,6 +201,44 @@ def test_nested_interval_is_over_base_means():
     assert iv.n_seeds == 6 and iv.n_bases == 3
 
 
+def test_spread_of_base_means_is_floored_at_the_seed_noise():
+    # base means equal (0.5 each) while seeds within bases vary: without the floor the interval
+    # would collapse to a point; with it, sd of a base mean = sqrt(MSW * mean(1/m_i))
+    values = [0.4, 0.6, 0.3, 0.7, 0.5, 0.5, 0.45, 0.55, 0.5]
+    labels = [0, 0, 1, 1, 2, 2, 3, 3, 3]
+    groups = [[0.4, 0.6], [0.3, 0.7], [0.5, 0.5], [0.45, 0.55, 0.5]]
+    ss = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups)
+    msw = ss / sum(len(g) - 1 for g in groups)
+    floor = math.sqrt(msw * sum(1 / len(g) for g in groups) / len(groups))
+    iv = claims.interval(claims.nested(values, labels), 0.95)
+    half = sps.t.ppf(0.975, 3) * floor / math.sqrt(4)
+    assert iv.estimate == pytest.approx(0.5)
+    assert (iv.low, iv.high) == pytest.approx((0.5 - half, 0.5 + half))
+    assert iv.spread == pytest.approx(floor)
+    assert iv.method == "t over 4 base means, spread floored at the seed noise"
+
+
+def test_floor_does_not_bind_when_bases_spread_more_than_their_seeds():
+    iv = claims.interval(claims.nested([1.0, 1.2, 2.0, 2.4, 0.5, 0.7], [0, 0, 1, 1, 2, 2]))
+    assert iv.method == "t over 3 base means"
+    # one seed per base: no within-base noise to floor with
+    assert claims.seed_noise_floor([np.array([1.0]), np.array([2.0])]) == 0.0
+    assert claims.seed_noise_floor([np.array([1.0, np.nan]), np.array([2.0, 3.0])]) == 0.0
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.lists(st.floats(-3, 3), min_size=1, max_size=4), min_size=2, max_size=6))
+def test_floor_only_widens_the_interval(groups):
+    values = [x for g in groups for x in g]
+    labels = [i for i, g in enumerate(groups) for _ in g]
+    iv = claims.interval(claims.nested(values, labels), 0.9)
+    means = np.array([np.mean(g) for g in groups])
+    plain = float(means.std(ddof=1))
+    assert iv.spread >= plain - 1e-12
+    assert iv.spread == pytest.approx(max(plain, claims.seed_noise_floor(
+        [np.asarray(g, float) for g in groups])), abs=1e-12)
+
+
 def _coverage(method_nested: bool, reps: int, sigma_base: float, seed: int) -> float:
     rng = np.random.default_rng(seed)
     labels = np.repeat(np.arange(3), 3)
@@ -265,12 +303,14 @@ def test_sequential_rule_keeps_the_error_rate_under_optional_stopping():
 
 
 def test_naive_repeated_looks_at_full_alpha_would_inflate_the_error():
-    """The same looks at the full level each time: the error rate the spending prevents."""
+    """The same looks at the full level each time: the error rate the spending prevents.
+    (Bases vary more than their seeds here, so the seed-noise floor rarely binds; where it
+    binds the interval is wider and the naive rule's excess smaller.)"""
     plan = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=6)
     rng = np.random.default_rng(5)
     reps, wrong = 1500, 0
     for _ in range(reps):
-        measure = _measure(rng, 0.0, 0.5, 2, [])
+        measure = _measure(rng, 0.0, 2.0, 2, [])
         sample = None
         for batch in plan.batches():
             new = measure(batch, frozenset({"c"}))["c"]
