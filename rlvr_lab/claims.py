@@ -44,8 +44,8 @@ exact under normality whatever the share of base-to-base variance), **with the s
 base means floored at the seed noise** (:func:`seed_noise_floor`): a base mean can vary no
 less than its seeds' noise divided by their number, and with 3-4 bases their spread can fall far
 below that by chance. It did in the committed run of 2026-12-06: ``e3_small_passk_vs_grpo``'s
-first four base means spread 40x less than their seeds implied (F = MSB/MSW ~ 0.025), the
-interval came out ~6x too narrow, and the claim passed where a rerun under other rounding
+first four base means spread 55x less than their seeds implied (F = MSB/MSW = 0.018), the
+interval came out ~7x too narrow, and the claim passed where a rerun under other rounding
 failed it. Taking ``max(MSB, MSW)`` is the usual truncation that keeps the base variance
 component non-negative; it only widens the interval (coverage at least the nominal level, kept
 at ``k - 1`` degrees of freedom), and ``interval_method`` says when it binds. We use it rather than a
