@@ -1159,7 +1159,8 @@ def _pool_pass(order: list[str], bases: list, jobs: int, quick: bool, out: Path,
 def reproduce(*, quick: bool = False, only: str | None = None,
               out_dir: str | Path | None = None, progress: bool = True,
               force: bool = False, jobs: int = 1) -> tuple[list[Result], pd.DataFrame]:
-    """Run (or reuse) every selected experiment and write claims.csv and CLAIMS.md.
+    """Run (or reuse) every selected experiment and write claims.csv, CLAIMS.md and the
+    paper-beside-ours figures (:mod:`rlvr_lab.paper_figures`).
 
     ``jobs`` > 1 runs that many experiments at once in separate processes (same numbers)."""
     from tqdm.auto import tqdm
@@ -1183,7 +1184,11 @@ def reproduce(*, quick: bool = False, only: str | None = None,
             results.append(run(name, quick=quick, out_dir=out, force=force, catch=True))
     if only is not None:  # keep the other papers' rows of an earlier full table
         results = _merge_previous(out, results)
-    return results, write_claims(results, out, quick=quick)
+    df = write_claims(results, out, quick=quick)
+    from rlvr_lab import paper_figures  # the papers' numbers beside ours, from the table
+
+    paper_figures.write_all(df, out)
+    return results, df
 
 
 def _merge_previous(out: Path, results: list[Result]) -> list[Result]:

@@ -10,11 +10,11 @@ ROOT = Path(__file__).resolve().parents[2] / "rlvr_lab"
 
 # docs/CONTRIBUTING.md, from the bottom; a module belongs to the longest prefix listed
 LAYERS = {
-    0: ("_registry", "discovery", "utils", "io", "random_streams", "allocator"),
+    0: ("_registry", "discovery", "utils", "io", "random_streams", "allocator", "reported"),
     1: ("advantages", "losses", "metrics", "stats", "claims", "envs", "models"),
     2: ("train",),
     3: ("papers",),
-    4: ("experiments", "report", "sources", "cli", "benchmarks"),
+    4: ("experiments", "report", "sources", "paper_figures", "cli", "benchmarks"),
 }
 # inside train/: seed_axis -> seed_threads -> core -> transformer_update -> the trainers
 TRAIN_ORDER = ("seed_axis", "seed_threads", "core", "transformer_update")
