@@ -57,6 +57,10 @@ from simulations import tiny_grpo
 PAPER = "DARS"
 ABSTRACT = "arXiv:2508.13755 abstract"
 # the numbers of the paper's main results table, as read in the authors' README
+# the schedule that spends extra rollouts only on prompts below 0.5 stage-1 accuracy
+SCHEDULE_CODE = (f"{ABSTRACT}; mechanism: authors' code (yangzhch6/DARS) "
+                 "verl/verl/trainer/ppo/ray_dars_trainer.py, schedule_ET / schedule_HW (no "
+                 "second-stage rollouts once a prompt's stage-1 accuracy is >= 0.5)")
 README_TABLE = (f"{ABSTRACT}; numbers: authors' README (yangzhch6/DARS), Experimental Results "
                 "table, 1.5B rows (the paper's table number not found)")
 P = PAPER_NUMBERS
@@ -93,7 +97,7 @@ def _cost(id_, estimand, note):
     return Claim(id_, statement="at convergence DARS spends (almost) no more rollouts than GRPO",
                  rule="threshold", direction="<", threshold=COST_RATIO, estimand=estimand,
                  unit="x B N", paper_value="no extra inference cost at convergence", note=note,
-                 paper_ref=ABSTRACT)
+                 paper_ref=SCHEDULE_CODE)
 
 
 # ----------------------------------------------------------------------------- theory
@@ -226,7 +230,10 @@ SMALL_CLAIMS = (
           statement="GRPO N=8 (advantage r - mean) raises held-out pass@1 over the SFT base "
                     "(the study's positive control)",
           estimand="held-out pass@1 of GRPO N=8 at step S minus the SFT base's, per seed",
-          unit="pass@1", paper_value="RL improves pass@1 / Maj@K over the SFT model [summary]",
+          unit="pass@1",
+          paper_value="mirrors DeepSeekMath: GRPO on the SFT model (DeepSeekMath-Instruct 7B) "
+                      "raises top-1 accuracy, GSM8K 82.9 -> 88.2%, MATH 46.8 -> 51.7% (CoT, "
+                      "Table 5)",
           paper_ref="arXiv:2402.03300 Sec. 4.2 (Table 5, RL vs SFT)"),
     _sup("small_dars_passk_equal_budget",
          "DARS-ET raises held-out pass@k over GRPO (N=8) at equal rollouts (the headline)",

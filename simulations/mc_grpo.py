@@ -344,7 +344,9 @@ SMALL_CLAIMS = (
         "small_grpo_g8_raises_pass1", control=True,
         statement="GRPO at G=8 in the authors' setup raises held-out pass@1 over the SFT base "
                   "(the study's positive control)",
-        paper_value="positive control (no paper value)", paper_ref="derived",
+        paper_value="mirrors DeepSeekMath: GRPO on the SFT model (DeepSeekMath-Instruct 7B) "
+                    "raises top-1 accuracy, GSM8K 82.9 -> 88.2%, MATH 46.8 -> 51.7% (CoT, Table 5)",
+        paper_ref="arXiv:2402.03300 Sec. 4.2 (Table 5, RL vs SFT)",
         estimand="held-out pass@1 of GRPO (G=8) after RL minus the SFT base's, per seed",
         unit="pass@1", rule="superiority", direction=">", threshold=0.0),
     *comparison_claims("small_", SMALL_WHERE, "held-out pass@1"),

@@ -61,7 +61,7 @@ def test_claim_sources_name_declared_claims_and_known_papers():
 
 def test_paper_ref_format():
     assert bibliography.paper_ref("flip_reduction_g2") == "arXiv:2601.22582 abstract"
-    assert bibliography.paper_ref("rloo_equals_scaled_dr_grpo") == "derived"
+    assert bibliography.paper_ref("echo_bound_model") == "derived"
     assert bibliography.paper_ref("no_such_claim") == ""
     with pytest.raises(KeyError, match="known"):
         bibliography.get("NoSuchPaper")

@@ -101,8 +101,10 @@ CLAIMS = (
                   "entropy above GRPO's (tiny transformer)",
         paper_value="entropy stays well above GRPO's, which collapses (curves); +2.0 / +6.4 pp "
                     "average accuracy at 7B / 32B",
-        paper_ref="Cui et al., arXiv:2505.22617 abstract and the Clip-Cov / KL-Cov experiments "
-                  "(entropy against GRPO)",
+        paper_ref=("Cui et al., arXiv:2505.22617 abstract; entropy curves and averages: "
+                   "authors' README (PRIME-RL/Entropy-Mechanism-of-RL), Evaluation, "
+                   "figures/performance_fig.jpg and performance_tab.jpg (the paper's figure "
+                   "number not read)"),
         estimand=_diff("Clip-Cov", what=LATE), unit="nats",
         rule="superiority", threshold=0.0, full_only=FULL_ONLY,
         note="verl's ratio 2e-4 selects max(floor(2e-4 n), 1) tokens: one per minibatch here"),
@@ -111,8 +113,10 @@ CLAIMS = (
         statement="KL-Cov (a KL penalty on the highest-covariance tokens) keeps the policy's "
                   "entropy above GRPO's (tiny transformer)",
         paper_value="entropy stays well above GRPO's, which collapses (curves)",
-        paper_ref="Cui et al., arXiv:2505.22617 abstract and the Clip-Cov / KL-Cov experiments "
-                  "(entropy against GRPO)",
+        paper_ref=("Cui et al., arXiv:2505.22617 abstract; entropy curves and averages: "
+                   "authors' README (PRIME-RL/Entropy-Mechanism-of-RL), Evaluation, "
+                   "figures/performance_fig.jpg and performance_tab.jpg (the paper's figure "
+                   "number not read)"),
         estimand=_diff("KL-Cov", what=LATE), unit="nats",
         rule="superiority", threshold=0.0, full_only=FULL_ONLY,
         note="verl's ratio 2e-4 selects max(floor(2e-4 n), 1) tokens: one per minibatch here"),
