@@ -16,7 +16,7 @@
 # %% [markdown]
 # # BroRL — broadened exploration
 #
-# **Runtime:** 58 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 87 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-07); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).
@@ -415,6 +415,20 @@ small_samples = {
     for cid in S.SMALL_NUMBERS}
 small_rows = engine_rows(S.SMALL_CLAIMS, small_samples, seeds_per_base=plan.seeds_per_base)
 small_rows[ROW]
+
+# %% [markdown]
+# ## The paper's numbers beside ours
+#
+# Each row is a comparison the paper reports in numbers (left, in its own units) beside our
+# estimate of the claim that restates it in the committed full run, `figures/claims.csv`
+# (right: the interval, the declared pass and fail thresholds, the verdict as colour; the star
+# is the paper's effect on our axis where the units agree). The paper's numbers are drawn,
+# not tested: a verdict depends only on the thresholds declared with its claim.
+
+# %%
+from rlvr_lab import paper_figures
+
+fig = paper_figures.committed_figure("brorl")
 
 # %% [markdown]
 # ## Exercises

@@ -16,7 +16,7 @@
 # %% [markdown]
 # # CurES and E3: which prompts, and how many rollouts each
 #
-# **Runtime:** 42 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 48 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-07); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).
@@ -349,6 +349,20 @@ plt.close("all")  # the experiments' figures are the ones drawn above
 bank_claims = pd.concat([r.claims_frame() for r in bank_results.values()], ignore_index=True)
 print("\n".join(f"{r.claim}: {r.verdict}: {r.reason}" for r in bank_claims.itertuples()))
 bank_claims[["experiment"] + ROW]
+
+# %% [markdown]
+# ## The paper's numbers beside ours
+#
+# Each row is a comparison the paper reports in numbers (left, in its own units) beside our
+# estimate of the claim that restates it in the committed full run, `figures/claims.csv`
+# (right: the interval, the declared pass and fail thresholds, the verdict as colour; the star
+# is the paper's effect on our axis where the units agree). The paper's numbers are drawn,
+# not tested: a verdict depends only on the thresholds declared with its claim.
+
+# %%
+from rlvr_lab import paper_figures
+
+fig = paper_figures.committed_figure("cures")
 
 # %% [markdown]
 #

@@ -139,6 +139,13 @@ def paper_figure(df: pd.DataFrame, key: str) -> Figure | None:
     return fig
 
 
+def committed_figure(key: str, csv: str | Path | None = None) -> Figure | None:
+    """The figure ``key`` drawn from a stored table, by default the committed full run's
+    ``figures/claims.csv`` (what the notebooks show beside their quick runs)."""
+    path = Path(csv) if csv is not None else io.figures_dir() / "claims.csv"
+    return paper_figure(pd.read_csv(path), key)
+
+
 def write_all(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """Draw every figure of :data:`FIGURES` that has rows into ``out_dir``."""
     written = []

@@ -77,3 +77,13 @@ def test_the_command_refuses_bad_arguments_with_one_line(tmp_path, capsys):
     assert paper_figures.main([str(tmp_path / "absent.csv")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("error: ") for line in err)
+
+
+def test_committed_figure_reads_a_stored_table(tmp_path):
+    csv = tmp_path / "claims.csv"
+    _table(["brorl_revival_equal_rollouts"]).to_csv(csv, index=False)
+    fig = paper_figures.committed_figure("brorl", csv)
+    try:
+        assert len(fig.axes) == 2 * len(for_claim("brorl_revival_equal_rollouts"))
+    finally:
+        plt.close(fig)
