@@ -50,7 +50,9 @@ def _unreported(df: pd.DataFrame, papers: tuple[str, ...]) -> int:
     part = df[df.paper.isin(papers)]
     reported = {r.claim for r in REPORTED}
     text = part.paper_value.fillna("").astype(str)
-    stated = ~text.str.strip().isin(["", "derived"]) & ~text.str.contains("positive control")
+    statement = part.get("statement", pd.Series("", index=part.index))
+    control = statement.fillna("").astype(str).str.contains("positive control")
+    stated = ~text.str.strip().isin(["", "derived"]) & ~control
     return int((stated & ~part.claim.isin(reported)).sum())
 
 
