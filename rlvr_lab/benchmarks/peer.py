@@ -20,8 +20,10 @@ beta 0 (no reference model on either side), float32, CPU, randomly initialised w
 
 Both run in one plain Python process, alternately: TRL's training loop drives, and after each
 of its steps (a ``TrainerCallback.on_step_end``) one rlvr_lab step runs, so load drifts hit
-both sides alike (TRL, rlvr_lab, TRL, rlvr_lab, ...). A TRL step's time is the loop's wall time
-from the end of the previous rlvr_lab step to the end of TRL's optimizer step (data loading,
+both sides alike (TRL, rlvr_lab, TRL, rlvr_lab, ...), each after an untimed pause of
+:data:`SETTLE_S` in which the other library's spinning worker threads go to sleep. A TRL
+step's time is the loop's wall time from the end of that pause after the previous rlvr_lab
+step to the end of TRL's optimizer step (data loading,
 generation, rewards, loss, backward, AdamW, the trainer's own work); an rlvr_lab step's is
 ``train_step`` until its results are ready. The first ``warmup`` steps of each side (rlvr_lab
 compiles in its first) are run and not counted.
@@ -276,6 +278,15 @@ def trl_trainer(work: Workload, pool, out_dir: str, max_steps: int, callbacks=()
     return trainer
 
 
+# An untimed pause before each side's step. Both libraries leave worker threads spinning
+# for a while after a parallel region (torch's OpenMP pool, XLA's Eigen pool); without the
+# pause those threads take cores from the step that follows, the other library's. Measured
+# on a 2-core Intel Xeon: rlvr_lab's step 194 ms right after TRL's, 156 ms when TRL's threads
+# sleep (OMP_WAIT_POLICY=PASSIVE, which in turn slowed TRL's own step from 322 to 591 ms);
+# the pause lets both start on idle cores, as each would when run alone.
+SETTLE_S = 0.2
+
+
 def _run_alternating(work: Workload, ours: _Ours, warmup: int, steps: int) -> dict:
     """TRL's training loop with one rlvr_lab step after each of its steps; per-step times."""
     import warnings
@@ -297,7 +308,9 @@ def _run_alternating(work: Workload, ours: _Ours, warmup: int, steps: int) -> di
             lengths = holder["trainer"]._metrics.get("train", {}).get(
                 "completions/mean_length", [])
             times["trl_length"].append(lengths[-1] if lengths else float("nan"))
+            time.sleep(SETTLE_S)
             times["ours"].append(ours.step())
+            time.sleep(SETTLE_S)
             clock["start"] = time.perf_counter()
 
     with tempfile.TemporaryDirectory() as out:
