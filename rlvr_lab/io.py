@@ -61,6 +61,17 @@ def figures_dir() -> Path:
     return Path.cwd() / "figures"
 
 
+def claims_csv_argument(argv: list[str], command: str) -> Path | str:
+    """The stored ``claims.csv`` a ``python -m`` command was given (``[claims.csv]``, default
+    the tracked one), or the one-line error to print (exit 2) when the arguments are wrong."""
+    if len(argv) > 1 or (argv and argv[0].startswith("-")):
+        return f"error: unexpected arguments {argv!r}; usage: {command} [claims.csv]"
+    csv = Path(argv[0]) if argv else figures_dir() / "claims.csv"
+    if not csv.is_file():
+        return f"error: {csv} is not a file; give a claims.csv"
+    return csv
+
+
 def output_dir() -> Path:
     """Where notebooks and ``rlvr-lab run`` write by default: ``$RLVR_LAB_OUTPUT``, else
     ``~/.rlvr_lab/output`` (never the tracked ``figures/``)."""

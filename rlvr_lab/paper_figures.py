@@ -162,13 +162,9 @@ def write_all(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) > 1 or (argv and argv[0].startswith("-")):
-        print(f"error: unexpected arguments {argv!r}; usage: python -m rlvr_lab.paper_figures "
-              "[claims.csv]", file=sys.stderr)
-        return 2
-    csv = Path(argv[0]) if argv else io.figures_dir() / "claims.csv"
-    if not csv.is_file():
-        print(f"error: {csv} is not a file; give a claims.csv", file=sys.stderr)
+    csv = io.claims_csv_argument(argv, "python -m rlvr_lab.paper_figures")
+    if isinstance(csv, str):
+        print(csv, file=sys.stderr)
         return 2
     paths = write_all(pd.read_csv(csv), csv.parent)
     print(f"wrote {len([p for p in paths if p.suffix == '.png'])} figures into {csv.parent}")

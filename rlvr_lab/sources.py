@@ -37,13 +37,9 @@ def refresh(csv: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) > 1 or (argv and argv[0].startswith("-")):
-        print(f"error: unexpected arguments {argv!r}; usage: python -m rlvr_lab.sources "
-              "[claims.csv]", file=sys.stderr)
-        return 2
-    csv = Path(argv[0]) if argv else io.figures_dir() / "claims.csv"
-    if not csv.is_file():
-        print(f"error: {csv} is not a file; give a claims.csv", file=sys.stderr)
+    csv = io.claims_csv_argument(argv, "python -m rlvr_lab.sources")
+    if isinstance(csv, str):
+        print(csv, file=sys.stderr)
         return 2
     try:
         changed = refresh(csv)
