@@ -981,8 +981,14 @@ def sync_readme(df: pd.DataFrame, out_dir: str | Path, *, quick: bool) -> Path |
     return report.sync_readme(df, out_dir, quick=quick)
 
 
-def write_claims(results: list[Result], out_dir: Path, *, quick: bool) -> pd.DataFrame:
+def write_claims(results: list[Result], out_dir: Path, *, quick: bool,
+                 keep: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Write ``claims.csv`` and ``CLAIMS.md`` of ``results``; ``keep``: rows of a stored table
+    to carry over (experiments with no stored result), placed in experiment order."""
     df = claims_frame(results)
+    if keep is not None and not keep.empty:
+        df = (pd.concat([df, keep.reindex(columns=list(CLAIM_COLUMNS))], ignore_index=True)
+              .sort_values("experiment", kind="stable").reset_index(drop=True))
     atomic_write_text(Path(out_dir) / "claims.csv", df.to_csv(index=False))
     atomic_write_text(Path(out_dir) / "CLAIMS.md", claims_markdown(df, quick=quick))
     return df
@@ -1182,9 +1188,11 @@ def reproduce(*, quick: bool = False, only: str | None = None,
         for name in bar:
             bar.set_postfix_str(name)
             results.append(run(name, quick=quick, out_dir=out, force=force, catch=True))
+    keep = None
     if only is not None:  # keep the other papers' rows of an earlier full table
         results = _merge_previous(out, results)
-    df = write_claims(results, out, quick=quick)
+        keep = _rows_without_results(out, results)
+    df = write_claims(results, out, quick=quick, keep=keep)
     from rlvr_lab import paper_figures  # the papers' numbers beside ours, from the table
 
     paper_figures.write_all(df, out)
@@ -1201,6 +1209,26 @@ def _merge_previous(out: Path, results: list[Result]) -> list[Result]:
         if previous is not None:
             merged.append(previous)
     return sorted(merged, key=lambda r: r.experiment)
+
+
+def _rows_without_results(out: Path, results: list[Result]) -> pd.DataFrame | None:
+    """The rows of ``out/claims.csv`` of registered experiments that have no results file
+    there (a fresh clone tracks the table, not ``results/``), so ``reproduce --only`` keeps
+    them; an experiment whose results file exists but cannot be read is left out, as
+    :func:`_merge_previous` leaves it."""
+    path = Path(out) / "claims.csv"
+    if not path.is_file():
+        return None
+    try:
+        table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        print(f"warning: ignoring unreadable {path}: {err}", file=sys.stderr)
+        return None
+    if "experiment" not in table.columns:
+        return None
+    have = {r.experiment for r in results}
+    missing = {n for n in names() if n not in have and not _result_path(out, n).exists()}
+    return table[table["experiment"].isin(missing)]
 
 
 def format_table(df: pd.DataFrame, width: int | None = None) -> str:

@@ -161,6 +161,19 @@ def check_only_keeps_other_papers_rows(d):
     assert f"{d.a}_ok" in stored and d.pa in (d.out / "CLAIMS.md").read_text()
 
 
+def check_only_keeps_rows_of_a_table_without_results(d):
+    """Bug caught: on a fresh clone (the tracked claims.csv, no ``results/`` folder)
+    ``reproduce --only`` wrote a table with its own paper's rows only."""
+    experiments.reproduce(quick=True, only=d.pa, out_dir=d.out, progress=False)
+    experiments.reproduce(quick=True, only=d.pb, out_dir=d.out, progress=False)
+    for name in (d.a, d.a2):
+        experiments._result_path(d.out, name).unlink()
+    _, df = experiments.reproduce(quick=True, only=d.pb, out_dir=d.out, progress=False)
+    assert {f"{d.a}_ok", f"{d.a2}_ok", f"{d.b}_ok"} <= set(df["claim"]), \
+        "--only dropped the rows of experiments that have no results file"
+    assert list(df["experiment"]) == sorted(df["experiment"]), "rows out of experiment order"
+
+
 def check_result_that_recorded_an_error_is_not_reused(d):
     """Bug caught: a result file that recorded an exception (``reproduce`` catches it) is
     reused, so the experiment is never retried once the cause is fixed."""
@@ -207,6 +220,7 @@ CHECKS = {
     "atomic": check_writes_are_atomic,
     "source": check_source_edit_invalidates_the_cache,
     "only": check_only_keeps_other_papers_rows,
+    "table": check_only_keeps_rows_of_a_table_without_results,
     "error": check_result_that_recorded_an_error_is_not_reused,
     "corrupt": check_corrupt_result_of_another_paper_is_skipped,
     "interrupt": check_interrupt_keeps_finished_experiments,
@@ -280,6 +294,8 @@ BUGS = {
     "atomic": _inject_non_atomic,
     "source": lambda mp: mp.setattr(experiments, "_source_digest", lambda exp: "constant"),
     "only": lambda mp: mp.setattr(experiments, "_merge_previous", lambda out, results: results),
+    "table": lambda mp: mp.setattr(experiments, "_rows_without_results",
+                                   lambda out, results: None),
     "error": lambda mp: mp.setattr(experiments, "_load_result", _reuse_despite_error),
     "corrupt": lambda mp: mp.setattr(experiments, "_read_result", _read_without_guard),
     "interrupt": _inject_results_written_at_the_end,
