@@ -402,6 +402,18 @@ def _check_rows(rows, b: int) -> tuple[int, int]:
     return lo, hi
 
 
+def _row_cut(x, *, lo: int, size: int, start=None, axis: int = 0):
+    """Rows ``lo..lo+size-1`` of ``x`` along ``axis``, shifted by a traced ``start`` when
+    given (then one compiled program serves every range of that size; ``start + lo + size``
+    must not pass the end, which ``dynamic_slice`` would clamp silently)."""
+    if x is None:
+        return None
+    x = jnp.asarray(x)
+    if start is None:
+        return jax.lax.slice_in_dim(x, lo, lo + size, axis=axis)
+    return jax.lax.dynamic_slice_in_dim(x, start + lo, size, axis=axis)
+
+
 def _log_probs(logits, temperature):
     return jax.nn.log_softmax(logits.astype(jnp.float32) / temperature, axis=-1)
 
@@ -436,7 +448,8 @@ def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
            prompt_valid: ArrayLike | None = None, *, max_new_tokens: int,
            temperature: ArrayLike = 1.0, top_p: float = 1.0, eos_id: int = EOS_ID,
            use_cache: bool = True, prefix: ArrayLike | None = None,
-           prefix_len: ArrayLike | None = None, rows: tuple[int, int] | None = None) -> Rollout:
+           prefix_len: ArrayLike | None = None, rows: tuple[int, int] | None = None,
+           row_start: ArrayLike | None = None) -> Rollout:
     """Autoregressive sampling of ``max_new_tokens`` tokens after left-padded ``prompts``.
 
     ``key`` a typed PRNG key (step ``i`` uses ``fold_in(key, i)``, so cached and uncached
@@ -449,6 +462,8 @@ def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
     the same causal computation as re-prefilling prompt + prefix); their ``logp``/``entropy``
     are the current policy's. Rows with ``prefix_len = 0`` are sampled exactly as without.
 
+    ``row_start`` (may be traced) shifts ``rows`` by that many rows: ``rows=(0, n)`` with a
+    traced ``row_start`` is one compiled program for every ``n``-row range.
     ``rows=(lo, hi)`` (static) computes only rows ``lo..hi-1`` of the batch, from the noise
     the whole batch would draw: the same tokens, and log-probs equal up to float rounding
     (XLA:CPU's matrix kernels round a row depending on the call's row count). Row ranges on
@@ -470,10 +485,10 @@ def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
                                                  (b, config.vocab_size), jnp.float32))(steps)
     if rows is not None:
         lo, hi = _check_rows(rows, b)
-        cut = lambda x: None if x is None else jnp.asarray(x)[lo:hi]  # noqa: E731
+        cut = functools.partial(_row_cut, lo=lo, size=hi - lo, start=row_start)
         prompts, prompt_valid, prefix, prefix_len = map(
             cut, (prompts, prompt_valid, prefix, prefix_len))
-        noise, b = noise[:, lo:hi], hi - lo
+        noise, b = _row_cut(noise, lo=lo, size=hi - lo, start=row_start, axis=1), hi - lo
     total = p + max_new_tokens
     model = module(policy)
     valid = jnp.concatenate([prompt_valid, jnp.ones((b, max_new_tokens), bool)], axis=1)

@@ -13,12 +13,14 @@ import jax.numpy as jnp
 
 
 def seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
-             seeds: tuple[int, int] | None = None) -> Callable[..., Any]:
+             seeds: tuple[int, int] | None = None,
+             seed_start: Any = None) -> Callable[..., Any]:
     """``fn`` over a leading seed axis, one seed after another inside the compiled program
     (``jax.lax.map``), like ``jax.vmap(fn, in_axes)``: ``in_axes`` entries are 0 (mapped) or
     None (shared); further positional arguments are shared, keyword arguments are mapped over
     axis 0; outputs get the seed axis in front. ``seeds=(lo, hi)`` maps only seeds ``lo..hi-1``
-    of the mapped arguments (the same per-seed program; the rest are not read or copied).
+    of the mapped arguments (the same per-seed program; the rest are not read or copied);
+    ``seed_start`` (may be traced) shifts that range, so ranges of one size share a program.
 
     Why not ``vmap``: on XLA:CPU the batched program is slower per seed than the unbatched one
     -- seed-batched matmuls (``[S, rows, d]`` by per-seed weights) run as small batched dots,
@@ -42,7 +44,7 @@ def seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
         xs = ([args[i] for i in mapped], kwargs)
         if seeds is None:
             return jax.lax.map(one, xs)
-        return jax.lax.map(lambda i: one(jax.tree.map(lambda x: x[i], xs)),
-                           jnp.arange(*seeds))
+        index = jnp.arange(*seeds) if seed_start is None else seed_start + jnp.arange(*seeds)
+        return jax.lax.map(lambda i: one(jax.tree.map(lambda x: x[i], xs)), index)
 
     return call

@@ -75,18 +75,24 @@ def threaded_seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
     ``options``) whose seeds are split into ranges run concurrently on host threads; outputs
     are concatenated along the seed axis.
 
-    ``num_rows``: ``fn`` also accepts a static keyword ``rows=(lo, hi)`` and then returns only
-    rows ``lo..hi-1`` of its ``num_rows``; a one-seed call on CPU is split into
+    ``num_rows``: ``fn`` also accepts a static keyword ``rows=(lo, hi)`` and a traced
+    ``row_start`` and then returns only rows ``row_start+lo .. row_start+hi-1`` of its
+    ``num_rows`` (called here as ``rows=(0, size)``, so ranges of one size compile once); a
+    one-seed call on CPU is split into
     :data:`ROW_RANGES` row ranges (of at least 2 rows) instead, whatever the thread count.
     ``row_axes`` (a prefix of ``fn``'s output tree, like ``vmap``'s ``out_axes``) says which
     outputs are rows (0: concatenated) and which every range returns whole (None: taken from
     the first range).
     """
     first = next(i for i, ax in enumerate(in_axes) if ax == 0)
+    # a range of seeds or rows is (0, size) shifted by a traced start: ranges of one size
+    # share one compiled program (a static (lo, hi) compiled every range on its own, the same
+    # work once per thread)
     ranged = jit_cpu_options(
-        lambda lo, hi, rows, *args: seed_map(
-            fn if rows is None else functools.partial(fn, rows=rows), in_axes,
-            seeds=(lo, hi))(*args), options, static_argnums=(0, 1, 2))
+        lambda seeds, size, seed_start, row_start, *args: seed_map(
+            fn if size is None else functools.partial(fn, rows=(0, size), row_start=row_start),
+            in_axes, seeds=(0, seeds), seed_start=seed_start)(*args),
+        options, static_argnums=(0, 1))
 
     def merge(parts, axis: int):
         # parts carry the seed axis in front, so a per-seed row axis is axis 1
@@ -98,11 +104,13 @@ def threaded_seed_map(fn: Callable[..., Any], in_axes: Sequence[int | None],
         by_rows = (num_seeds == 1 and num_rows is not None
                    and jax.default_backend() == "cpu")
         # ranges of at least 2 rows: one row runs matrix-vector kernels, which round differently
-        calls = ([(0, 1, r) for r in seed_ranges(num_rows, min(ROW_RANGES, num_rows // 2))]
+        calls = ([(1, hi - lo, None, jnp.int32(lo))
+                  for lo, hi in seed_ranges(num_rows, min(ROW_RANGES, num_rows // 2))]
                  if by_rows
-                 else [(lo, hi, None) for lo, hi in seed_ranges(num_seeds, workers)])
+                 else [(hi - lo, None, jnp.int32(lo), None)
+                       for lo, hi in seed_ranges(num_seeds, workers)])
         if len(calls) == 1:
-            return ranged(0, num_seeds, None, *args)
+            return ranged(num_seeds, None, None, None, *args)
         # block inside each worker: XLA:CPU runs a program on the thread that waits for it.
         # One pool per worker count (not per number of ranges), reused across seed counts
         outs = list(_pool(workers).map(

@@ -198,7 +198,8 @@ def _split_step(key: jax.Array, step: ArrayLike, num_seeds: int) -> jax.Array:
 # ----------------------------------------------------------------------------- pure pieces
 def rollout(key: jax.Array, policy: transformer.Policy, prompts: ArrayLike,
             prompt_valid: ArrayLike, config: SequenceRLConfig,
-            mesh: Mesh | None = None, *, rows: tuple[int, int] | None = None) -> RolloutBatch:
+            mesh: Mesh | None = None, *, rows: tuple[int, int] | None = None,
+            row_start: ArrayLike | None = None) -> RolloutBatch:
     """``num_generations`` completions for each of the ``B`` prompts, rows ordered b*G + g.
 
     With a ``mesh`` the ``B*G`` rows are sharded over its ``"data"`` axis. ``rows=(lo, hi)``
@@ -214,9 +215,12 @@ def rollout(key: jax.Array, policy: transformer.Policy, prompts: ArrayLike,
         prompt_valid = jax.lax.with_sharding_constraint(prompt_valid, sharded)
     out = transformer.sample(key, policy, prompts, prompt_valid,
                              max_new_tokens=config.base.max_new_tokens,
-                             temperature=config.temperature, top_p=config.top_p, rows=rows)
+                             temperature=config.temperature, top_p=config.top_p, rows=rows,
+                             row_start=row_start)
     if rows is not None:
-        prompts, prompt_valid = prompts[rows[0]:rows[1]], prompt_valid[rows[0]:rows[1]]
+        cut = functools.partial(transformer._row_cut, lo=rows[0], size=rows[1] - rows[0],
+                                start=row_start)
+        prompts, prompt_valid = cut(prompts), cut(prompt_valid)
     return RolloutBatch(prompts, prompt_valid, out.tokens, out.mask, out.logp, out.entropy)
 
 
@@ -454,15 +458,16 @@ class Trainer:
             streams.stream(key, streams.PROMPTS), pool_size, (cfg.num_prompts,),
             replace=False)))
 
-        def rollout_one(key, policy, prompts, valid, rows=None):
+        def rollout_one(key, policy, prompts, valid, rows=None, row_start=None):
             args = (streams.stream(key, streams.SAMPLES), policy, prompts, valid, cfg, mesh)
-            return sample_fn(*args) if rows is None else rollout(*args, rows=rows)
+            return (sample_fn(*args) if rows is None
+                    else rollout(*args, rows=rows, row_start=row_start))
 
-        def eval_one(key, policy, prompts, valid, rows=None):
+        def eval_one(key, policy, prompts, valid, rows=None, row_start=None):
             return transformer.sample(key, policy, prompts, valid,
                                       max_new_tokens=cfg.base.max_new_tokens,
                                       temperature=cfg.temperature, top_p=cfg.top_p,
-                                      rows=rows).tokens
+                                      rows=rows, row_start=row_start).tokens
 
         # one seed: its rows split over host threads (same numbers), unless sampling is
         # replaced (rollout_fn) or sharded over devices

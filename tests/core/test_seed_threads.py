@@ -54,13 +54,46 @@ def test_seed_map_range_maps_only_those_seeds():
     np.testing.assert_array_equal(np.asarray(out), np.asarray(x[1:3] * 2.0))
 
 
-def _rows_fn(key, x, w, rows=None):
+def _rows_fn(key, x, w, rows=None, row_start=None):
     noise = jax.random.normal(key, x.shape)   # drawn for all rows, then cut: same draws
     y = jnp.tanh((x + noise) @ w)
     total = x.sum()
     if rows is not None:
-        y = y[rows[0]:rows[1]]
+        start = rows[0] if row_start is None else row_start + rows[0]
+        y = jax.lax.dynamic_slice_in_dim(y, start, rows[1] - rows[0])
     return {"y": y, "total": total}
+
+
+def test_seed_ranges_of_one_size_share_one_compiled_program(monkeypatch):
+    monkeypatch.setattr(seed_threads, "host_workers", lambda: 2)
+    traced = []
+
+    def counted(v, c):
+        traced.append(v.shape)
+        return v * c
+
+    x = jnp.arange(4.0)
+    out = seed_threads.threaded_seed_map(counted, (0, None), {})(x, 2.0)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(x * 2.0))
+    assert len(traced) == 1, f"one program for both seed ranges, traced {len(traced)}"
+
+
+def test_row_ranges_of_one_size_share_one_compiled_program(monkeypatch):
+    monkeypatch.setattr(seed_threads, "host_workers", lambda: 2)
+    keys = jax.random.split(jax.random.key(0), 1)
+    x = jax.random.normal(jax.random.key(1), (1, 8, 4))   # 8 rows: two ranges of 4
+    w = jax.random.normal(jax.random.key(2), (4, 3))
+    traced = []
+
+    def counted(*args, **kwargs):     # runs once per trace, i.e. once per compiled program
+        traced.append(kwargs.get("rows"))
+        return _rows_fn(*args, **kwargs)
+
+    got = seed_threads.threaded_seed_map(counted, (0, 0, None), {}, num_rows=8,
+                                         row_axes={"y": 0, "total": None})(keys, x, w)
+    want = jax.jit(sequence.seed_map(_rows_fn, (0, 0, None)))(keys, x, w)
+    np.testing.assert_array_equal(np.asarray(got["y"]), np.asarray(want["y"]))
+    assert traced == [(0, 4)], f"one program for both ranges, traced {traced}"
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 8])
