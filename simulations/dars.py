@@ -231,10 +231,8 @@ SMALL_CLAIMS = (
                     "(the study's positive control)",
           estimand="held-out pass@1 of GRPO N=8 at step S minus the SFT base's, per seed",
           unit="pass@1",
-          paper_value="mirrors DeepSeekMath: GRPO on the SFT model (DeepSeekMath-Instruct 7B) "
-                      "raises top-1 accuracy, GSM8K 82.9 -> 88.2%, MATH 46.8 -> 51.7% (CoT, "
-                      "Table 5)",
-          paper_ref="arXiv:2402.03300 Sec. 4.2 (Table 5, RL vs SFT)"),
+          paper_value=tiny_grpo.RL_OVER_SFT_VALUE,
+          paper_ref=tiny_grpo.RL_OVER_SFT_REF),
     _sup("small_dars_passk_equal_budget",
          "DARS-ET raises held-out pass@k over GRPO (N=8) at equal rollouts (the headline)",
          f"{HELD} of DARS-ET at step S minus GRPO N=8 at the step where its rollouts equal "

@@ -63,7 +63,7 @@ CLAIMS = (
         paper_value="mirrors DeepSeekMath: GRPO raises top-1 accuracy over its starting "
                     "(SFT) model, GSM8K 82.9 -> 88.2%, MATH 46.8 -> 51.7% (CoT, Table 5); the "
                     "bank starts from its initial policy, not an SFT model",
-        paper_ref="arXiv:2402.03300 Sec. 4.2 (Table 5, RL vs SFT)",
+        paper_ref=tiny_grpo.RL_OVER_SFT_REF,
         estimand="final minus initial exact mean success probability, GRPO + vanilla, G = 8, "
                  "per seed", unit="accuracy", rule="superiority", threshold=0.0),
     claims.Declared(
@@ -285,9 +285,8 @@ SMALL_CLAIMS = (
         "zoo_small_grpo_learns", control=True,
         statement="GRPO raises held-out pass@1 over the SFT base at 32 rollouts per step, "
                   "averaged over G = 2, 4, 8 (the small zoo's positive control)",
-        paper_value="mirrors DeepSeekMath: GRPO on the SFT model (DeepSeekMath-Instruct 7B) "
-                    "raises top-1 accuracy, GSM8K 82.9 -> 88.2%, MATH 46.8 -> 51.7% (CoT, Table 5)",
-        paper_ref="arXiv:2402.03300 Sec. 4.2 (Table 5, RL vs SFT)",
+        paper_value=tiny_grpo.RL_OVER_SFT_VALUE,
+        paper_ref=tiny_grpo.RL_OVER_SFT_REF,
         estimand=f"{PASS1} of GRPO minus the SFT base's, mean over G = 2, 4, 8, per seed",
         unit="pass@1", rule="superiority", threshold=0.0),
     claims.Declared(

@@ -402,7 +402,7 @@ def _check_rows(rows, b: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _row_cut(x, *, lo: int, size: int, start=None, axis: int = 0):
+def row_cut(x, *, lo: int, size: int, start=None, axis: int = 0):
     """Rows ``lo..lo+size-1`` of ``x`` along ``axis``, shifted by a traced ``start`` when
     given (then one compiled program serves every range of that size; ``start + lo + size``
     must not pass the end, which ``dynamic_slice`` would clamp silently)."""
@@ -485,10 +485,10 @@ def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
                                                  (b, config.vocab_size), jnp.float32))(steps)
     if rows is not None:
         lo, hi = _check_rows(rows, b)
-        cut = functools.partial(_row_cut, lo=lo, size=hi - lo, start=row_start)
+        cut = functools.partial(row_cut, lo=lo, size=hi - lo, start=row_start)
         prompts, prompt_valid, prefix, prefix_len = map(
             cut, (prompts, prompt_valid, prefix, prefix_len))
-        noise, b = _row_cut(noise, lo=lo, size=hi - lo, start=row_start, axis=1), hi - lo
+        noise, b = row_cut(noise, lo=lo, size=hi - lo, start=row_start, axis=1), hi - lo
     total = p + max_new_tokens
     model = module(policy)
     valid = jnp.concatenate([prompt_valid, jnp.ones((b, max_new_tokens), bool)], axis=1)

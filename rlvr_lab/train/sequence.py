@@ -218,7 +218,7 @@ def rollout(key: jax.Array, policy: transformer.Policy, prompts: ArrayLike,
                              temperature=config.temperature, top_p=config.top_p, rows=rows,
                              row_start=row_start)
     if rows is not None:
-        cut = functools.partial(transformer._row_cut, lo=rows[0], size=rows[1] - rows[0],
+        cut = functools.partial(transformer.row_cut, lo=rows[0], size=rows[1] - rows[0],
                                 start=row_start)
         prompts, prompt_valid = cut(prompts), cut(prompt_valid)
     return RolloutBatch(prompts, prompt_valid, out.tokens, out.mask, out.logp, out.entropy)
