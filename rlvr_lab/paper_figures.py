@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from rlvr_lab import io, plotting
-from rlvr_lab.reported import REPORTED, Reported
+from rlvr_lab.reported import REPORTED, Reported, for_claim
 
 # figure name -> the papers (the ``paper`` column of claims.csv) whose claims it shows
 FIGURES: dict[str, tuple[str, ...]] = {
@@ -41,7 +41,7 @@ def _rows(df: pd.DataFrame, papers: tuple[str, ...]) -> list[tuple[pd.Series, Re
     part = df[df.paper.isin(papers)]
     rows = []
     for _, row in part.iterrows():
-        rows.extend((row, rep) for rep in REPORTED if rep.claim == row.claim)
+        rows.extend((row, rep) for rep in for_claim(row.claim))
     return rows
 
 
