@@ -90,7 +90,9 @@ CLAIMS = (
         "zoo_remax_variance", paper="GRPO",
         statement="ReMax's greedy-response baseline lowers the variance of the REINFORCE "
                   "gradient", paper_value="a variance reduction technique (no single number)",
-        paper_ref="ReMax, arXiv:2310.10505 abstract and Algorithm 1 (the greedy baseline)",
+        paper_ref=("ReMax, arXiv:2310.10505 abstract and Algorithm 1 (the greedy baseline; "
+                   "Algorithm 1 read in the authors' README, liziniu/ReMax images/algorithm.png: "
+                   "the reward of a do_sample=False response is subtracted)"),
         estimand="per draw of one rollout per prompt: |g - grad J|^2 / |grad J|^2 with the "
                  "greedy baseline minus without (plain REINFORCE), paired draws",
         unit="relative squared error", rule="superiority", direction="<", threshold=0.0,
