@@ -180,6 +180,7 @@ CLAIM_SOURCES: dict[str, tuple[str, str]] = {
     "all_correct_tokens_increase": ("BroRL", "Sec. 4.1 (token-level simulation, Fig. 3) (v1)"),
     "large_n_revives_saturated": ("BroRL", "Sec. 4.2.3 (Table 1, Fig. 1) (v1)"),
     "brorl_revival_equal_rollouts": ("BroRL", "Sec. 4.2.3 (Table 1, Fig. 1) (v1)"),
+    "small_revival_equal_rollouts": ("BroRL", "Sec. 4.2.3 (Table 1, Fig. 1) (v1)"),
     # CurES, E3
     "allocation_lowers_gradient_variance": ("CurES", "abstract"),
     "sampling_sets_convergence_rate": ("CurES", "abstract"),

@@ -348,3 +348,22 @@ def test_training_seed_numbers_are_paired_differences():
     got = training.seed_numbers(pd.DataFrame(rows), study)
     np.testing.assert_allclose(got["gain"], [0.2, 0.2])
     np.testing.assert_allclose(got["filtered"], [-0.5, -0.5])
+
+
+def test_training_equal_rollout_arms_are_read_at_equal_phase2_rollouts():
+    """``budget_small`` / ``budget_large`` (the bank's brorl_revival_equal_rollouts): each arm's
+    accuracy read where the two have spent the same phase-2 rollouts, checked on a real run
+    (rollouts counted by the trainer) and on a frame whose accuracy encodes the step."""
+    study = training.TrainingStudy(num_prompts=8, vocab_size=16, phase1_steps=6,
+                                   phase2_steps=3, budget_steps=2, n_small=4, n_large=8)
+    res = training.training_study(jax.random.key(0), study, 2)
+    df = training.training_frame(res, study)
+    got = training.seed_numbers(df, study)
+    s1 = study.phase1_steps
+    small = df[(df.branch == "N=4") & (df.step == s1 - 1 + study.ratio * study.budget)]
+    large = df[(df.branch == "N=8") & (df.step == s1 - 1 + study.budget)]
+    np.testing.assert_array_equal(small.phase2_rollouts.to_numpy(),
+                                  large.phase2_rollouts.to_numpy())
+    assert small.phase2_rollouts.iloc[0] == study.budget * study.n_large * study.num_prompts
+    np.testing.assert_array_equal(got["budget_small"], small.accuracy.to_numpy())
+    np.testing.assert_array_equal(got["budget_large"], large.accuracy.to_numpy())

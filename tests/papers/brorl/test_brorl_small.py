@@ -220,7 +220,7 @@ def test_brorl_claims_are_declared_for_the_engine():
                                            "brorl_training", "brorl_throughput")}
     assert set(got["brorl_small"].claims) >= {
         "small_phase1_plateau", "small_large_n_improves_beyond_plateau",
-        "brorl_revival_equal_rollouts", "small_large_n_beats_n8_equal_wall_time",
+        "small_revival_equal_rollouts", "small_large_n_beats_n8_equal_wall_time",
         "small_mass_decrease_vanishes_sampled_pg"}
     na = {d.id for e in got.values() for d in e.declared if d.not_applicable}
     assert na == {"small_large_n_beats_n8_equal_wall_time", "large_n_raises_throughput"}
@@ -229,10 +229,14 @@ def test_brorl_claims_are_declared_for_the_engine():
     assert got["brorl_small"].plan.bases >= 3 and got["brorl_small"].quick_plan.bases >= 2
     # one claim per estimand: revival at equal rollouts is declared once (renamed, not copied)
     assert "small_large_n_beats_n8_equal_rollouts" not in got["brorl_small"].claims
-    revival = {d.id: d for d in got["brorl_small"].declared}["brorl_revival_equal_rollouts"]
-    assert (revival.rule, revival.direction, revival.threshold, revival.fail_threshold) == (
-        "superiority", ">", 0.0, 0.0)
-    assert brorl.SMALL_NUMBERS["brorl_revival_equal_rollouts"] == "equal_rollouts"
+    # the equal-rollout revival: decided on the bank, its small-model twin beside it
+    revival = {d.id: d for d in got["brorl_training"].declared}["brorl_revival_equal_rollouts"]
+    twin = {d.id: d for d in got["brorl_small"].declared}["small_revival_equal_rollouts"]
+    for claim in (revival, twin):
+        assert (claim.rule, claim.direction, claim.threshold, claim.fail_threshold) == (
+            "superiority", ">", 0.0, 0.0)
+    assert "brorl_revival_equal_rollouts" not in got["brorl_small"].claims
+    assert brorl.SMALL_NUMBERS["small_revival_equal_rollouts"] == "equal_rollouts"
     # N=8 continues with phase 1's config, stopped after 8x N=64's steps: phase 1 must be at
     # least that long, or N=8 would stop early and spend fewer rollouts
     for quick in (True, False):
