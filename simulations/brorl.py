@@ -207,11 +207,15 @@ def run_training(ctx):
     fig = plot_training(df, res, study)
     ctx.save_figure(fig, "brorl_training")
     plt.close(fig)
-    n = training.seed_numbers(df, study)
-    return ctx.decide({"large_n_revives_saturated": claims.seeds(n["gain"]),
-                       "fewer_filtered_groups": claims.seeds(n["filtered"]),
-                       "brorl_revival_equal_rollouts": claims.seeds(
-                           n["budget_large"] - n["budget_small"])})
+    return ctx.decide(training_samples(training.seed_numbers(df, study)))
+
+
+def training_samples(numbers: dict) -> dict:
+    """The bank claims' per-seed samples from :func:`training.seed_numbers`."""
+    return {"large_n_revives_saturated": claims.seeds(numbers["gain"]),
+            "fewer_filtered_groups": claims.seeds(numbers["filtered"]),
+            "brorl_revival_equal_rollouts": claims.seeds(numbers["budget_large"]
+                                                         - numbers["budget_small"])}
 
 
 # ============================================================================ small model
