@@ -1,9 +1,9 @@
 """``python -m rlvr_lab.sources [claims.csv]``: refresh where each claim comes from.
 
 ``paper_ref`` and ``paper_value`` are bibliography, not results. This command rewrites those
-two columns of a stored ``claims.csv`` (and the ``CLAIMS.md`` beside it) from the claims'
-current declarations (:func:`rlvr_lab.report.refresh_sources`), so a corrected citation needs no
-rerun. It changes no other column, and exits 2 with a one-line error when a row's rule,
+two columns of a stored ``claims.csv`` (and the ``CLAIMS.md`` beside it, if there is one)
+from the claims' current declarations (:func:`rlvr_lab.report.refresh_sources`), so a corrected
+citation needs no rerun. It changes no other column, and exits 2 with a one-line error when a row's rule,
 direction or thresholds differ from its declaration (that table is stale: rerun it instead).
 """
 from __future__ import annotations
@@ -24,12 +24,15 @@ def declared_claims() -> dict[tuple[str, str], object]:
 
 
 def refresh(csv: Path) -> int:
-    """Rewrite the citations of ``csv`` and its ``CLAIMS.md``; the number of rows changed."""
+    """Rewrite the citations of ``csv`` and of the ``CLAIMS.md`` beside it, where there is one
+    (``figures/rounding/`` keeps only its table); the number of rows changed."""
     df = pd.read_csv(csv)
     fresh = report.refresh_sources(df, declared_claims())
     io.atomic_write_text(csv, fresh.to_csv(index=False))
-    io.atomic_write_text(csv.parent / "CLAIMS.md",
-                         experiments.claims_markdown(fresh, quick=csv.parent.name == "quick"))
+    md = csv.parent / "CLAIMS.md"
+    if md.exists():
+        io.atomic_write_text(md, experiments.claims_markdown(
+            fresh, quick=csv.parent.name == "quick"))
     cols = list(report.SOURCE_COLUMNS)
     return int((fresh[cols].fillna("").astype(str) != df[cols].fillna("").astype(str))
                .any(axis=1).sum())
@@ -46,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"wrote the paper_ref / paper_value columns of {csv} ({changed} rows changed) and "
-          f"{csv.parent / 'CLAIMS.md'}")
+    md = csv.parent / "CLAIMS.md"
+    print(f"wrote the paper_ref / paper_value columns of {csv} ({changed} rows changed)"
+          + (f" and {md}" if md.exists() else ""))
     return 0
 
 

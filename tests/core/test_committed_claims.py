@@ -115,3 +115,18 @@ def test_sources_command_rejects_bad_arguments(tmp_path, capsys):
     assert "usage" in capsys.readouterr().err
     assert sources.main([str(tmp_path / "missing.csv")]) == 2
     assert "not a file" in capsys.readouterr().err
+
+
+def test_sources_refresh_writes_claims_md_only_where_one_exists(tmp_path):
+    """Bug caught: refreshing ``figures/rounding/claims.csv`` created a ``CLAIMS.md`` in a
+    folder that keeps only its table."""
+    table = pd.read_csv(FULL)
+    bare, paired = tmp_path / "bare", tmp_path / "paired"
+    for d in (bare, paired):
+        d.mkdir()
+        table.head(3).to_csv(d / "claims.csv", index=False)
+    (paired / "CLAIMS.md").write_text("old\n")
+    sources.refresh(bare / "claims.csv")
+    sources.refresh(paired / "claims.csv")
+    assert not (bare / "CLAIMS.md").exists()
+    assert (paired / "CLAIMS.md").read_text() != "old\n"
