@@ -3,8 +3,9 @@
 ``paper_ref`` and ``paper_value`` are bibliography, not results. This command rewrites those
 two columns of a stored ``claims.csv`` (and the ``CLAIMS.md`` beside it, if there is one)
 from the claims' current declarations (:func:`rlvr_lab.report.refresh_sources`), so a corrected
-citation needs no rerun. It changes no other column, and exits 2 with a one-line error when a row's rule,
-direction or thresholds differ from its declaration (that table is stale: rerun it instead).
+citation needs no rerun. It changes no other column, and exits 2 with a one-line error when a
+row's rule, direction or thresholds differ from its declaration (that table is stale: rerun it
+instead).
 """
 from __future__ import annotations
 

@@ -226,10 +226,11 @@ PLATEAU_MARGIN = 0.03   # phase 1 has plateaued: last-segment change within +-0.
 # phase-2 comparisons vary mostly from base to base: 1 seed per base, 4 bases (+2 while a
 # claim is undecided, up to 6) keeps the run near today's (estimated 150-230 s on 2 idle
 # cores, not timed) and gives the interval more base means. Quick: tiny_grpo.QUICK_PLAN.
-# small_revival_equal_rollouts at the committed spread (-0.0068 [-0.031, +0.017] at 6 bases:
-# base means spread ~0.019) would need about 41 bases to be decided, ~1760 s (~6.8x the full
-# run's 258 s at 6 bases, ~43 s a base): beyond ~2x, so max_bases stays 6 and it may stay
-# inconclusive. A cap of 12 (~2x) would still leave an estimate of -0.007 straddling 0.
+# small_revival_equal_rollouts at the spread of the run that set this plan (-0.0068 [-0.031,
+# +0.017] at 6 bases; base means spread ~0.019) would need about 41 bases to be decided,
+# ~1760 s (~6.8x the full run's 258 s at 6 bases, ~43 s a base): beyond ~2x, so max_bases
+# stays 6 and it may stay inconclusive. A cap of 12 (~2x) would still leave an estimate of
+# -0.007 straddling 0. (The committed run: -0.007 [-0.042, +0.028], about 80 bases.)
 SMALL_PLAN = claims.SeedPlan(bases=4, seeds_per_base=1, batch_bases=2, max_bases=6)
 
 
