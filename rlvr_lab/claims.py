@@ -38,24 +38,23 @@ Intervals (:func:`interval`). Seeds of the small model are nested in SFT bases (
 each trained from its own seed, each with several RL seeds). Seeds of one base share the base,
 so they are not independent; the interval is the **Student-t interval of the base means with
 ``n_bases - 1`` degrees of freedom** (the classical interval for the grand mean of a balanced
-one-way random-effects model: the variance of a base mean is ``sigma_base^2 +
-sigma_seed^2 / m``, estimated without bias by the spread of the base means, so the coverage is
-exact under normality whatever the share of base-to-base variance), **with the spread of the
-base means floored at the seed noise** (:func:`seed_noise_floor`): a base mean can vary no
-less than its seeds' noise divided by their number, and with 3-4 bases their spread can fall far
-below that by chance. It did in the committed run of 2026-12-06: ``e3_small_passk_vs_grpo``'s
-first four base means spread 55x less than their seeds implied (F = MSB/MSW = 0.018), the
-interval came out ~7x too narrow, and the claim passed where a rerun under other rounding
-failed it. Taking ``max(MSB, MSW)`` is the usual truncation that keeps the base variance
-component non-negative; it only widens the interval (coverage at least the nominal level, kept
-at ``k - 1`` degrees of freedom), and ``interval_method`` says when it binds. We use it rather than a
-cluster bootstrap because with 2-7 bases a bootstrap over bases has far too few distinct
-resamples to reach its nominal coverage, and rather than a REML random-effects interval because
-its degrees of freedom are themselves estimated (Satterthwaite), which over-covers or
-under-covers with so few bases; the price is a wide t quantile with few bases, which is the
-honest cost of base-to-base variation. With one base (bank, toy and simulator seeds are
-independent draws), it is the plain t-interval over seeds. ``tests/core/test_claims.py`` checks
-its coverage by simulation.
+one-way random-effects model: the variance of a base mean is ``sigma_base^2 + sigma_seed^2 /
+m``, estimated without bias by the spread of the base means, so the coverage is exact under
+normality whatever the share of base-to-base variance), **with the spread of the base means
+floored at the seed noise** (:func:`seed_noise_floor`): a base mean can vary no less than its
+seeds' noise divided by their number, and with 3-4 bases their spread can fall far below that by
+chance. It did in the committed run of 2026-12-06: ``e3_small_passk_vs_grpo``'s first four base
+means spread 55x less than their seeds implied (F = MSB/MSW = 0.018), the interval came out ~7x
+too narrow, and the claim passed where a rerun under other rounding failed it. Taking ``max(MSB,
+MSW)`` is the usual truncation that keeps the base variance component non-negative; it only
+widens the interval (coverage at least the nominal level, kept at ``k - 1`` degrees of freedom),
+and ``interval_method`` says when it binds. We use it rather than a cluster bootstrap because
+with 2-7 bases a bootstrap over bases has far too few distinct resamples to reach its nominal
+coverage, and rather than a REML random-effects interval because its degrees of freedom are
+themselves estimated (Satterthwaite), which over-covers or under-covers with so few bases; the
+price is a wide t quantile with few bases, which is the honest cost of base-to-base variation.
+With one base (bank, toy and simulator seeds are independent draws), it is the plain t-interval
+over seeds. ``tests/core/test_claims.py`` checks its coverage by simulation.
 
 Sequential seeds (:func:`decide_sequentially`). A study measures an initial batch of bases;
 every claim whose interval still straddles its thresholds gets more bases, in batches, up to a
@@ -67,6 +66,17 @@ bound the probability of a wrong pass (or a wrong fail) over all looks is at mos
 whatever the stopping rule. It is more conservative than an O'Brien-Fleming or Pocock
 boundary, but needs no correlation model between looks, which the nested design would make
 fragile. The ``level`` column is the level actually used at the deciding look.
+
+A plan may split alpha unequally (``SeedPlan.look_shares``, shares summing to at most 1). This
+is how a plan is **extended** after a finished run left claims open at its last look and the
+engine says a few more bases would decide them. The looks already taken still count (they
+could have decided), so the union bound over the old looks and the new one is
+``alpha * (1 + share of the new look)``, not ``alpha``: an extension is paid for with a small
+share for the new look. The looks are nested (each holds the bases of the one before), so the
+true error rate is far below that bound; the test suite replays an extension (3 + 1 bases at
+alpha/2 each, then 3 + 4 bases with ``look_shares=(1/2, 1/4)``) at the null boundary and finds
+its wrong-pass rate within ``alpha / 2`` per side. The extended plan keeps the first look's
+share, so every verdict of that look stands bitwise.
 """
 from __future__ import annotations
 
@@ -446,15 +456,20 @@ def _reason(spec: Declared, iv: Interval, verdict: str, seeds_per_base: int) -> 
         return (f"{where} straddles the threshold; about {need} bases x {seeds_per_base} "
                 f"seeds (~{need * seeds_per_base} seeds) would decide it at the observed "
                 "spread")
-    return f"{where} straddles the threshold; about {need} seeds would decide it at the observed spread"
+    return (f"{where} straddles the threshold; about {need} seeds would decide it at the "
+            "observed spread")
 
 
-def look_level(level: float, looks: int) -> float:
+def look_level(level: float, looks: int, share: float | None = None) -> float:
     """Two-sided level of one look when ``alpha = 1 - level`` is split over ``looks`` planned
-    looks (Bonferroni alpha spending)."""
+    looks (Bonferroni alpha spending): ``alpha / looks`` each, or ``share * alpha``."""
     if looks < 1:
         raise ValueError(f"looks={looks!r} is not allowed; must be >= 1")
-    return 1.0 - (1.0 - level) / looks
+    if share is None:
+        share = 1.0 / looks
+    if not 0 < share <= 1:
+        raise ValueError(f"share={share!r} is not allowed; must be in (0, 1]")
+    return 1.0 - (1.0 - level) * share
 
 
 @dataclass(frozen=True)
@@ -483,12 +498,13 @@ class Decision:
 
 
 def decide(spec: Declared, sample: Sample | float, *, looks: int = 1, look: int = 1,
-           seeds_per_base: int = 1) -> Decision:
+           seeds_per_base: int = 1, share: float | None = None) -> Decision:
     """Decide one claim from its per-seed sample (``exact``: a number or the per-seed errors;
-    the largest absolute value is the estimate)."""
+    the largest absolute value is the estimate). ``share``: this look's share of alpha
+    (default ``1 / looks``)."""
     if not isinstance(sample, Sample):
         sample = value(sample) if np.ndim(sample) == 0 else seeds(sample)
-    level = look_level(spec.level, looks)
+    level = look_level(spec.level, looks, share)
     if spec.rule == "exact":
         vals = np.abs(sample.values)
         err = float(vals.max()) if vals.size and np.all(np.isfinite(vals)) else math.nan
@@ -565,6 +581,9 @@ class SeedPlan:
     seeds_per_base: int = 3
     batch_bases: int = 2
     max_bases: int = 3
+    # each look's share of alpha (default: 1 / looks each), e.g. a small share for the new
+    # look of a plan extended after a finished run (see the module docstring)
+    look_shares: tuple[float, ...] | None = None
 
     def __post_init__(self):
         for name in ("bases", "seeds_per_base", "batch_bases", "max_bases"):
@@ -575,6 +594,19 @@ class SeedPlan:
         if self.max_bases < self.bases:
             raise ValueError(f"SeedPlan: max_bases={self.max_bases!r} is below "
                              f"bases={self.bases!r}")
+        shares = self.look_shares
+        if shares is not None and not (
+                isinstance(shares, tuple) and len(shares) == self.looks
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                        and 0 < x <= 1 for x in shares)
+                and sum(shares) <= 1 + 1e-12):
+            raise ValueError(f"SeedPlan: look_shares={shares!r} is not allowed; must be a "
+                             f"tuple of {self.looks} shares in (0, 1] (one per look) summing "
+                             "to at most 1")
+
+    def share(self, look: int) -> float:
+        """Look ``look``'s (1-based) share of alpha."""
+        return 1.0 / self.looks if self.look_shares is None else self.look_shares[look - 1]
 
     @property
     def looks(self) -> int:
@@ -638,7 +670,7 @@ def decide_sequentially(specs: Iterable[Declared], measure: Measure,
         last = j == looks
         for cid in sorted(open_ids):
             d = decide(by_id[cid], samples[cid], looks=looks, look=j,
-                       seeds_per_base=plan.seeds_per_base)
+                       seeds_per_base=plan.seeds_per_base, share=plan.share(j))
             if (d.verdict != "inconclusive" or last or samples[cid].deterministic
                     or by_id[cid].rule == "exact"):
                 final[cid] = d

@@ -336,6 +336,63 @@ def test_sequential_adds_bases_only_while_undecided_and_keeps_early_verdicts():
     assert res.decisions[0].interval.n_bases == 5
 
 
+def test_look_shares_split_alpha_and_are_checked():
+    plan = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=4, max_bases=7,
+                           look_shares=(0.5, 0.25))
+    assert plan.looks == 2 and plan.batches() == [[0, 1, 2], [3, 4, 5, 6]]
+    assert (plan.share(1), plan.share(2)) == (0.5, 0.25)
+    assert claims.SeedPlan(bases=3, batch_bases=1, max_bases=5).share(2) == pytest.approx(1 / 3)
+    assert claims.look_level(0.95, 2, 0.25) == pytest.approx(1 - 0.05 / 4)
+    for bad in [(0.5,), (0.6, 0.5), (0.5, 0.0), [0.5, 0.25], (0.5, True)]:
+        with pytest.raises(ValueError, match="look_shares="):
+            claims.SeedPlan(bases=3, batch_bases=4, max_bases=7, look_shares=bad)
+    with pytest.raises(ValueError, match="share=1.5"):
+        claims.look_level(0.95, 2, 1.5)
+
+
+def test_an_extended_plan_keeps_the_first_look_and_uses_its_share_at_the_new_look():
+    """3 + 1 bases extended to 3 + 4 with shares (1/2, 1/4): the first look is decided at the
+    old plan's level (its verdicts stand), the new last look at 1 - alpha / 4."""
+    old = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=4)
+    new = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=4, max_bases=7,
+                          look_shares=(0.5, 0.25))
+    assert new.share(1) == old.share(1)
+    rng = np.random.default_rng(8)
+    res = claims.decide_sequentially([sup(0.0)], _measure(rng, 0.0, 0.0, 2, []), new)
+    d = res.decisions[0]
+    assert d.look == 2 and d.interval.n_bases == 7
+    assert d.interval.level == pytest.approx(1 - 0.05 / 4)
+
+
+def test_extending_a_finished_plan_keeps_the_error_rate():
+    """At the null boundary: run the 3 + 1 plan; where it leaves the claim open, extend it to
+    3 + 4 bases (same bases, shares 1/2 and 1/4). The union bound allows 1.25 alpha; the looks
+    are nested, and a wrong pass over the whole procedure stays within alpha / 2 per side
+    (bases varying twice as much as seeds, so the seed-noise floor rarely widens the
+    interval)."""
+    old = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=4)
+    new = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=4, max_bases=7,
+                          look_shares=(0.5, 0.25))
+    spec = sup(0.0)
+    rng = np.random.default_rng(9)
+    reps, wrong = 2000, 0
+    for _ in range(reps):
+        measure = _measure(rng, 0.0, 2.0, 2, [])
+        bases = {b: measure([b], frozenset({"c"}))["c"] for b in range(7)}
+
+        def replay(batch, open_ids, bases=bases):
+            out = bases[batch[0]]
+            for b in batch[1:]:
+                out = out + bases[b]
+            return {"c": out}
+
+        v = claims.decide_sequentially([spec], replay, old).decisions[0].verdict
+        if v == "inconclusive":
+            v = claims.decide_sequentially([spec], replay, new).decisions[0].verdict
+        wrong += v == "pass"
+    assert wrong / reps <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / reps)
+
+
 def test_sequential_requires_a_sample_for_every_open_claim():
     plan = claims.SeedPlan(bases=2, seeds_per_base=1, batch_bases=1, max_bases=2)
     with pytest.raises(ValueError, match="no sample for open claim 'c'"):
