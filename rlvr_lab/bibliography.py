@@ -208,12 +208,13 @@ CLAIM_SOURCES: dict[str, tuple[str, str]] = {
     "tis_recovers": ("FP8", "abstract"),
     "mis_recovers": ("FP8", "abstract"),
     # DynaWeb
-    "imagination_sample_efficiency": ("DynaWeb", "Sec. 4.2, Tables 1-2; Sec. 5.3"),
-    "expert_raises_final_success": ("DynaWeb", "Sec. 5.3, Fig. 3b; Sec. 4.1 (50% replacement)"),
+    "imagination_sample_efficiency": ("DynaWeb", "Sec. 4.2, Tables 1-2; Sec. 5.3 (v2)"),
+    "expert_raises_final_success": ("DynaWeb", "Sec. 5.3, Fig. 3b; Sec. 4.1 (50% "
+                                    "replacement) (v2)"),
     "expert_lowers_seed_variance": ("DynaWeb", "Sec. 3.3; Sec. 5.3 (real data as a "
-                                    "stabilising regulariser)"),
+                                    "stabilising regulariser) (v2)"),
     "dreaming_harmful_above_error_threshold": ("DynaWeb", "Sec. 5.1, Fig. 3a; Sec. 5.3; "
-                                               "Sec. 5.4 (untrained world model)"),
+                                               "Sec. 5.4 (untrained world model) (v2)"),
     # small-model and toy restatements of abstract claims
     "large_n_raises_throughput": ("BroRL", "Sec. 4.2.4, Table 2 (v1)"),
     "cures_small_final_accuracy": ("CurES", "abstract"),
