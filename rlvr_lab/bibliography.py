@@ -153,7 +153,9 @@ CLAIM_SOURCES: dict[str, tuple[str, str]] = {
     "areal_small_sync_learns": ("AReaL", "Sec. 6.2, Table 1 (Sync.AReaL vs base model)"),
     # MC-GRPO
     "flip_reduction_g2": ("MC-GRPO", "abstract"),
-    "g2_matches_g8_within_1pct": ("MC-GRPO", "abstract"),
+    "median_helps_only_small_g": ("MC-GRPO", "Sec. 2, Fig. 2(b-d) (v1)"),
+    "g2_matches_g8_within_1pct": ("MC-GRPO", "abstract; Sec. 1; Sec. 4.2, Table 1 (v1)"),
+    "mc_grpo_improves_g2": ("MC-GRPO", "Sec. 4.2, Table 1 (v1)"),
     "mad_binary_one_over_eps": ("MC-GRPO", "authors' code"),
     # DARS
     "cumulative_advantage_peak": ("DARS", "abstract"),
@@ -206,9 +208,13 @@ CLAIM_SOURCES: dict[str, tuple[str, str]] = {
     "tis_recovers": ("FP8", "abstract"),
     "mis_recovers": ("FP8", "abstract"),
     # DynaWeb
-    "imagination_sample_efficiency": ("DynaWeb", "abstract"),
-    "expert_raises_final_success": ("DynaWeb", "abstract"),
-    "expert_lowers_seed_variance": ("DynaWeb", "abstract"),
+    "imagination_sample_efficiency": ("DynaWeb", "Sec. 4.2, Tables 1-2; Sec. 5.3 (v2)"),
+    "expert_raises_final_success": ("DynaWeb", "Sec. 5.3, Fig. 3b; Sec. 4.1 (50% "
+                                    "replacement) (v2)"),
+    "expert_lowers_seed_variance": ("DynaWeb", "Sec. 3.3; Sec. 5.3 (real data as a "
+                                    "stabilising regulariser) (v2)"),
+    "dreaming_harmful_above_error_threshold": ("DynaWeb", "Sec. 5.1, Fig. 3a; Sec. 5.3; "
+                                               "Sec. 5.4 (untrained world model) (v2)"),
     # small-model and toy restatements of abstract claims
     "large_n_raises_throughput": ("BroRL", "Sec. 4.2.4, Table 2 (v1)"),
     "cures_small_final_accuracy": ("CurES", "abstract"),

@@ -47,7 +47,6 @@ PAPER = "DynaWeb"
 REF = "arXiv:2601.22149"
 CLAIM_RATIO = 0.25
 CONTROL_MIN_GAIN = 0.1
-NOT_PUBLIC = "no number in the public abstract"
 
 
 def study_config(quick: bool) -> DynaConfig:
@@ -252,15 +251,19 @@ CLAIMS = (
         "real_rl_learns", control=True,
         statement="Real-only RL raises the exact success of the uniform starting policy (the "
                   "toy's positive control)",
-        paper_value="(positive control of the toy, not a paper claim)", paper_ref="derived",
+        paper_value="(positive control of the toy) the paper's counterpart: RL on real web "
+                    "interaction helps (WebRL 26.7 vs Llama-3.1-8B-Instruct CoT 4.1, WebArena)",
+        paper_ref=f"{REF} Sec. 1 (online RL improves web agents); Table 1 (WebRL row) (v2)",
         estimand="final - initial exact success of the real-only arm, per seed",
         unit="success", rule="superiority", direction=">", threshold=CONTROL_MIN_GAIN),
     claims.Declared(
         "imagination_sample_efficiency",
         statement="Dreaming in a learned world model raises success per real interaction over "
                   "real-only RL",
-        paper_value=f"WebArena/WebVoyager gains over the base agent; {NOT_PUBLIC}",
-        paper_ref=f"{REF} abstract",
+        paper_value="average success 26.7 -> 31.0 (WebArena), 32.6 -> 38.7 (WebVoyager) over "
+                    "the WebRL baseline trained on real interaction (not real-only online RL "
+                    "at equal real interactions)",
+        paper_ref=f"{REF} Sec. 4.2, Tables 1-2; Sec. 5.3 (v2)",
         estimand="dream final success - real-only success interpolated at the same cumulative "
                  "real interactions, per seed", unit="success",
         rule="superiority", direction=">", threshold=0.0),
@@ -268,8 +271,9 @@ CLAIMS = (
         "expert_raises_final_success",
         statement=f"Interleaving expert trajectories (rho = {CLAIM_RATIO:g}) raises final "
                   "success over dreaming alone",
-        paper_value=f"'improves stability and sample efficiency'; {NOT_PUBLIC}",
-        paper_ref=f"{REF} abstract",
+        paper_value="WebArena success ~12.7% with dreams only (SFT ~16.7%) vs ~26.6% with 40% "
+                    "real trajectories, diminishing beyond (read off the plot; main runs: 50%)",
+        paper_ref=f"{REF} Sec. 5.3, Fig. 3b; Sec. 4.1 (50% replacement) (v2)",
         estimand=f"final success, {EXPERT} - dream, per seed", unit="success",
         rule="superiority", direction=">", threshold=0.0,
         note="the logged expert steps are not counted as training interactions"),
@@ -277,7 +281,8 @@ CLAIMS = (
         "expert_lowers_seed_variance",
         statement="Interleaving expert trajectories lowers the seed-to-seed spread of final "
                   "success (fewer collapsed runs) compared with dreaming alone",
-        paper_value=f"'for stability'; {NOT_PUBLIC}", paper_ref=f"{REF} abstract",
+        paper_value="'to improve training stability' (stated; no seed spread is reported)",
+        paper_ref=f"{REF} Sec. 3.3; Sec. 5.3 (real data as a stabilising regulariser) (v2)",
         estimand=f"|final success - its median over seeds|, {EXPERT} minus dream, per seed "
                  "(paired Brown-Forsythe)", unit="success",
         rule="superiority", direction="<", threshold=0.0),
@@ -285,7 +290,10 @@ CLAIMS = (
         "dreaming_harmful_above_error_threshold",
         statement="Dreaming helps only while the world model's H-step error stays below a "
                   "threshold; beyond it dreaming is worse than real-only RL",
-        paper_value="not studied in the paper (toy question)", paper_ref=f"{REF} abstract",
+        paper_value="closest: success peaks at dream length 4-5 (WebArena ~29.6%), longer "
+                    "dreams compound world-model errors (~19% at 8); dreams alone fall below "
+                    "SFT; no error threshold against real-only RL is studied",
+        paper_ref=f"{REF} Sec. 5.1, Fig. 3a; Sec. 5.3; Sec. 5.4 (untrained world model) (v2)",
         estimand=f"min(gain of dream, -gain of {HIGH_ERROR_ARM}) over real-only at equal real "
                  "interactions, per seed", unit="success",
         rule="superiority", direction=">", threshold=0.0),
