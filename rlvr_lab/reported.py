@@ -82,9 +82,11 @@ REPORTED: tuple[Reported, ...] = (
     # --- MC-GRPO (arXiv:2601.22582)
     *(Reported(claim, "GSM8K, Qwen3-1.7B, G=2", difference=4.62, unit="points")
       for claim in ("bank_mc_improves_g2", "small_mc_improves_g2", "mc_grpo_improves_g2")),
-    *(Reported(claim, "P(sign flip), worked example at G=2",
-               (("mean of G=2", 0.100), ("median of G+1=3", 0.075)), unit="probability",
-               on_our_axis=0.25, how="relative reduction (0.100 - 0.075) / 0.100")
+    # the sign-flip rate of Fig. 2b (v1), read off the figure; the worked example this entry
+    # drew before (0.100 vs 0.075) is not in v1 (docs/claim_locations.md, seventh pass)
+    *(Reported(claim, "sign-flip rate at k=2, Qwen3-1.7B / GSM8K (read off Fig. 2b)",
+               (("mean baseline", 5.8), ("median baseline", 2.8)), unit="%",
+               on_our_axis=0.517, how="relative reduction (5.8 - 2.8) / 5.8")
       for claim in ("flip_reduction_g2", "bank_median_lowers_flips", "small_median_lowers_flips")),
     # --- CurES (arXiv:2510.01037 abstract)
     Reported("cures_small_final_accuracy", "8 math benchmarks, 1.5B, over GRPO",
