@@ -153,7 +153,7 @@ CLAIM_SOURCES: dict[str, tuple[str, str]] = {
     "areal_small_sync_learns": ("AReaL", "Sec. 6.2, Table 1 (Sync.AReaL vs base model)"),
     # MC-GRPO
     "flip_reduction_g2": ("MC-GRPO", "abstract"),
-    "median_helps_only_small_g": ("MC-GRPO", "Sec. 2, Fig. 2(b-d) (v1)"),
+    "median_lowers_flips_every_g": ("MC-GRPO", "Sec. 2, Fig. 2(b-d) (v1)"),
     "g2_matches_g8_within_1pct": ("MC-GRPO", "abstract; Sec. 1; Sec. 4.2, Table 1 (v1)"),
     "mc_grpo_improves_g2": ("MC-GRPO", "Sec. 4.2, Table 1 (v1)"),
     "mad_binary_one_over_eps": ("MC-GRPO", "authors' code"),
