@@ -364,6 +364,33 @@ def test_an_extended_plan_keeps_the_first_look_and_uses_its_share_at_the_new_loo
     assert d.interval.level == pytest.approx(1 - 0.05 / 4)
 
 
+@settings(max_examples=100, deadline=None)
+@given(level=st.floats(0.5, 0.999), looks=st.integers(1, 6), a=st.floats(1e-3, 1.0),
+       b=st.floats(1e-3, 1.0))
+def test_look_level_is_monotone_in_the_share_and_equal_shares_are_the_default(level, looks, a,
+                                                                             b):
+    """A smaller share of alpha never gives a narrower interval (a higher level), and the
+    equal split is the Bonferroni level of the planned looks."""
+    lo, hi = sorted((a, b))
+    assert claims.look_level(level, looks, lo) >= claims.look_level(level, looks, hi)
+    assert claims.look_level(level, looks, 1.0 / looks) == pytest.approx(
+        claims.look_level(level, looks))
+    assert level <= claims.look_level(level, looks, hi) < 1.0
+
+
+def test_equal_look_shares_decide_as_the_default_plan():
+    plan = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=5)
+    same = claims.SeedPlan(bases=3, seeds_per_base=2, batch_bases=1, max_bases=5,
+                           look_shares=(1 / 3, 1 / 3, 1 / 3))
+    for seed in range(5):
+        got = [claims.decide_sequentially(
+            [sup(0.0)], _measure(np.random.default_rng(seed), 0.3, 0.5, 2, []), p).decisions[0]
+            for p in (plan, same)]
+        assert got[0].verdict == got[1].verdict and got[0].look == got[1].look
+        assert got[0].interval.level == pytest.approx(got[1].interval.level)
+        assert got[0].interval.low == pytest.approx(got[1].interval.low)
+
+
 def test_extending_a_finished_plan_keeps_the_error_rate():
     """At the null boundary: run the 3 + 1 plan; where it leaves the claim open, extend it to
     3 + 4 bases (same bases, shares 1/2 and 1/4). The union bound allows 1.25 alpha; the looks
