@@ -43,6 +43,7 @@ import jax.numpy as jnp
 from flax import nnx, struct
 from jax.typing import ArrayLike
 
+from rlvr_lab import _registry
 from rlvr_lab.utils import DECODE_COMPILE, jit_cpu_options
 
 PAD_ID = 0
@@ -311,6 +312,44 @@ class Transformer(nnx.Module):
         logits = self.embed.attend(self.ln_f(x)).reshape(b, t, -1)
         return (logits, tuple(cache)) if return_cache else logits
 
+    def grouped(self, prompts: jax.Array, prompt_valid: jax.Array, completions: jax.Array,
+                group: int) -> jax.Array:
+        """Logits ``[B*G, N, V]`` predicting every completion token, for ``B`` left-padded
+        ``prompts [B, P]`` each followed by ``G = group`` completions (``completions [B*G,
+        N]``, rows ordered ``b*G + g``): the causal pass of :meth:`__call__` over prompt +
+        completion, with each prompt's pass run once and shared by its group's rows.
+
+        Each layer runs the prompts' rows once and attends every completion row over its
+        prompt's keys and values (repeated per group) and its own causal ones, so the linear
+        layers see ``B*P + B*G*N`` rows instead of ``B*G*(P + N)``. The same numbers up to
+        float rounding (the matmuls see other row counts); gradients reach the prompt's
+        activations from all of its group's rows.
+        """
+        b, p = prompts.shape
+        r, n = completions.shape
+        valid = jnp.concatenate([prompt_valid, jnp.ones((b, n), bool)], axis=1)
+        positions = positions_for(valid)
+        x_prompt = (self.embed(prompts) + self.pos(positions[:, :p])).reshape(b * p, -1)
+        x_rows = (self.embed(completions)
+                  + jnp.repeat(self.pos(positions[:, p:]), group, axis=0)).reshape(r * n, -1)
+        prompt_mask = (jnp.tril(jnp.ones((p, p), dtype=bool))[None]
+                       & prompt_valid[:, None, :])[:, None]                  # [B, 1, P, P]
+        row_mask = jnp.concatenate(                                          # [B*G, 1, N, P+N]
+            [jnp.broadcast_to(jnp.repeat(prompt_valid, group, axis=0)[:, None, :], (r, n, p)),
+             jnp.broadcast_to(jnp.tril(jnp.ones((n, n), dtype=bool))[None], (r, n, n))],
+            axis=-1)[:, None]
+        for block in self.blocks:
+            q_p, k_p, v_p = (_heads_major(a) for a in block._qkv_rows(x_prompt, b, p))
+            q, k, v = (_heads_major(a) for a in block._qkv_rows(x_rows, r, n))
+            keys = jnp.concatenate([jnp.repeat(k_p, group, axis=0), k], axis=2)
+            values = jnp.concatenate([jnp.repeat(v_p, group, axis=0), v], axis=2)
+            x_rows = block._finish_rows(x_rows, _attention(q, keys, values, row_mask), r, n)
+            x_prompt = block._finish_rows(x_prompt, _attention(q_p, k_p, v_p, prompt_mask), b, p)
+        # the prompt's last position predicts the first completion token of every row
+        first = self.embed.attend(self.ln_f(x_prompt.reshape(b, p, -1)[:, -1]))
+        rest = self.embed.attend(self.ln_f(x_rows)).reshape(r, n, -1)[:, :-1]
+        return jnp.concatenate([jnp.repeat(first, group, axis=0)[:, None], rest], axis=1)
+
     def decode(self, token: jax.Array, position: jax.Array, index: ArrayLike,
                cache: Sequence[tuple[jax.Array, jax.Array]], key_valid: jax.Array, *,
                heads_major: bool = False
@@ -542,10 +581,15 @@ def sample(key: jax.Array, policy: Policy, prompts: ArrayLike,
 
 
 def completion_logits(policy: Policy, prompts: jax.Array, prompt_valid: ArrayLike,
-                      completions: jax.Array) -> jax.Array:
-    """Logits ``[B, N, V]`` predicting each completion token (one full causal pass)."""
+                      completions: jax.Array, group: int | None = None) -> jax.Array:
+    """Logits ``[B, N, V]`` predicting each completion token (one full causal pass; with
+    ``group``, rows ``b*group + g`` share their prompt and its pass: :meth:`Transformer.
+    grouped`)."""
     b, p = prompts.shape
     n = completions.shape[1]
+    if group is not None:
+        return module(policy).grouped(prompts[::group], jnp.asarray(prompt_valid)[::group],
+                                      completions.astype(jnp.int32), group)
     tokens = jnp.concatenate([prompts, completions], axis=1).astype(jnp.int32)
     valid = jnp.concatenate([prompt_valid, jnp.ones((b, n), bool)], axis=1)
     logits = module(policy)(tokens, positions_for(valid), valid)
@@ -554,16 +598,27 @@ def completion_logits(policy: Policy, prompts: jax.Array, prompt_valid: ArrayLik
 
 def score(policy: Policy, prompts: ArrayLike, prompt_valid: ArrayLike | None,
           completions: jax.Array, *, temperature: ArrayLike = 1.0,
-          with_entropy: bool = False) -> jax.Array | tuple[jax.Array, jax.Array]:
+          with_entropy: bool = False, group: int | None = None
+          ) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Per-token log-probs ``[B, N]`` of ``completions`` under ``softmax(logits / T)``.
 
     Same layout as :func:`sample`; values at masked (post-EOS) tokens are meaningless and must
     be masked by the caller. With ``with_entropy`` also the per-token entropies.
     Differentiable in ``policy.params``; jit it (or call it inside a jitted function).
+
+    ``group`` (static): the rows come in groups of ``group`` consecutive rows with the same
+    prompt (a GRPO batch, rows ``b*group + g``); each prompt's pass then runs once for its
+    group (:meth:`Transformer.grouped`): the same log-probs up to float rounding, with fewer
+    FLOPs (the prompt's share of the pass, ``(group - 1) / group`` of it, is not repeated).
+    Only the first row of each group's prompt is read: the caller guarantees the layout.
     """
     config = policy.config
     prompts, prompt_valid = _check_prompts(config, prompts, prompt_valid, completions.shape[1])
-    logp_all = _log_probs(completion_logits(policy, prompts, prompt_valid, completions),
+    if group is not None:
+        _registry.positive_int("group", group)
+        if prompts.shape[0] % group:
+            raise ValueError(f"group={group} must divide the {prompts.shape[0]} rows")
+    logp_all = _log_probs(completion_logits(policy, prompts, prompt_valid, completions, group),
                           temperature)
     logp = jnp.take_along_axis(logp_all, completions[..., None].astype(jnp.int32), axis=-1)[..., 0]
     return (logp, _entropy(logp_all)) if with_entropy else logp

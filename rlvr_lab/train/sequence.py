@@ -95,6 +95,13 @@ class SequenceRLConfig:
     ``beta = 0`` and no ``track_kl`` the reference is not scored at all, as TRL's GRPO trainer
     does not load it then. ``track_kl`` alone scores it on the first completion of each group:
     the same estimate from 1/G of the rows.
+
+    ``share_prompt_prefix`` (default True): the update's scoring passes run each prompt once
+    for its group of ``num_generations`` completions instead of once per row (where the rows
+    keep that layout: :func:`prompt_group`), the same log-probs up to float rounding and
+    fewer FLOPs. TRL, verl and tunix score every row's prompt + completion; ``False`` does so
+    too. The studies pin ``False`` (:func:`simulations.tiny_grpo.rl_config`): their committed
+    numbers were computed with the per-row pass, and float rounding would move them.
     """
 
     base: sft.SFTConfig = option(sft.PRESETS["quick"], instance_of(sft.SFTConfig))
@@ -133,6 +140,7 @@ class SequenceRLConfig:
     mask_stale: bool = option(False, boolean)
     track_mismatch: bool = option(False, boolean)
     track_kl: bool = option(False, boolean)
+    share_prompt_prefix: bool = option(True, boolean)
 
     def __post_init__(self):
         check_rollouts(self)
@@ -280,6 +288,23 @@ def rows_of(stage_out: rollout_stages.Rollout) -> RolloutBatch:
                         flat(a["mask"]), flat(stage_out.behav_log_prob), flat(a["entropy"]))
 
 
+def prompt_group(config: SequenceRLConfig, policy: transformer.Policy,
+                 group_size: int) -> int | None:
+    """The group size over which the update's scoring passes share each prompt's pass
+    (``share_prompt_prefix``; :func:`rlvr_lab.models.transformer.score`'s ``group``), or None
+    for the plain pass.
+
+    Shared only where the rows keep the layout ``b*G + g`` with one prompt per group through
+    the whole update: the ``uniform`` stage, one minibatch (rows are shuffled with several),
+    no row sharding (``data_parallel``) and no activation hook (a hook that sees a whole
+    tensor, e.g. a per-tensor quantisation scale, would see the prompts and completions
+    apart)."""
+    shared = (config.share_prompt_prefix and config.num_minibatches == 1
+              and config.rollout == "uniform" and not config.data_parallel
+              and policy.config.act_hook is None and group_size > 1)
+    return group_size if shared else None
+
+
 def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
            batch: RolloutBatch, rewards: jax.Array, config: SequenceRLConfig,
            group_mask: ArrayLike | None = None) -> tuple[TrainState, dict[str, jax.Array]]:
@@ -290,8 +315,9 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
     """
     options = config.loss_options()
     loss_fn = core.policy_loss(config.policy_loss, options)
+    group = prompt_group(config, state.policy, rewards.shape[-1])
     score = lambda pol, rows: transformer_update.score(  # noqa: E731
-        pol, rows, config.temperature)
+        pol, rows, config.temperature, group=group)
 
     adv, flat_adv, kept_rows = transformer_update.row_advantages(
         config, rewards, batch.mask, group_mask,
@@ -321,7 +347,9 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
     elif config.track_kl:
         kl_rows = jax.tree.map(lambda x: None if x is None else x[::rewards.shape[-1]], batch)
     if kl_rows is not None:
-        ref_logp = jax.lax.stop_gradient(score(ref_policy, kl_rows))
+        # track_kl's rows are one per group, so they share no prompt
+        ref_logp = jax.lax.stop_gradient(transformer_update.score(
+            ref_policy, kl_rows, config.temperature, group=group if config.beta > 0 else None))
 
     def objective(policy, minibatch):
         logp = score(policy, minibatch["batch"])

@@ -46,12 +46,15 @@ def make_optimizer(config: Any) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
 
 
-def score(policy: transformer.Policy, rows: Any, temperature: ArrayLike) -> jax.Array:
+def score(policy: transformer.Policy, rows: Any, temperature: ArrayLike,
+          group: int | None = None) -> jax.Array:
     """Log-probs ``[R, N]`` of ``rows.tokens`` after ``rows.prompts`` (``rows``: a
     ``RolloutBatch`` or anything with ``prompts``, ``prompt_valid`` and ``tokens``) under
-    ``softmax(logits / temperature)``; ``temperature`` may be traced."""
+    ``softmax(logits / temperature)``; ``temperature`` may be traced. ``group``: rows come in
+    groups of that many with one prompt, whose pass they share (:func:`rlvr_lab.models.
+    transformer.score`)."""
     return transformer.score(policy, rows.prompts, rows.prompt_valid, rows.tokens,
-                             temperature=temperature)
+                             temperature=temperature, group=group)
 
 
 class RowAdvantages(NamedTuple):

@@ -325,7 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                        learning_rate=5e-4, warmup_steps=0, steps=steps,
                                        eval_problems=8, eval_samples=2,
                                        beta=0.1 if random_base else 0.0,
-                                       num_train_problems=64 if random_base else 256)
+                                       num_train_problems=64 if random_base else 256,
+                                       # its mapped update scores every row (update_scored)
+                                       share_prompt_prefix=False)
     half = n // 2
     if which == "quick":
         # the scoring stage stays on the generation devices (as a reference model colocated
