@@ -6,7 +6,12 @@ reward, advantage, loss, update. The core (``advantages``, ``losses``, ``metrics
 ``rlvr_lab.papers.<paper>`` and register themselves when imported (below, via ``papers``).
 ``allocation`` and ``theory`` are thin namespaces over the paper packages.
 """
-from rlvr_lab import io as _io
+from rlvr_lab import allocator as _allocator
+
+# before JAX's threads take their malloc arenas (RLVR_LAB_MALLOC=0 leaves malloc alone)
+_allocator.tune_at_import()
+
+from rlvr_lab import io as _io  # noqa: E402
 
 _io.enable_compilation_cache()
 

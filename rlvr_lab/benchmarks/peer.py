@@ -28,12 +28,15 @@ generation, rewards, loss, backward, AdamW, the trainer's own work); an rlvr_lab
 ``train_step`` until its results are ready. The first ``warmup`` steps of each side (rlvr_lab
 compiles in its first) are run and not counted.
 
-Where time goes that the model FLOPs do not count (both sides do about the same model FLOPs
-per step): rlvr_lab's rollout (decode) and update are timed on their own after the
-alternation (medians of a few calls; the ``rl_step_mfu`` line prints the same split), the
-rest of its step is host work (verification, keys, dispatch); TRL's generation
-(``_generate_single_turn``) and reward call (``_calculate_rewards``) are timed inside its
-steps, the rest is its scoring pass, update and loop.
+The update's scoring pass: TRL's runs every row's prompt + completion; rlvr_lab's runs each
+prompt once for its group of completions (``SequenceRLConfig.share_prompt_prefix``, on by
+default), the same log-probs up to float rounding with fewer FLOPs; the line prints both
+sides' model FLOPs. Where time goes that the model FLOPs do not count: rlvr_lab's rollout
+(decode) and update are timed on their own after the alternation (medians of a few calls;
+the ``rl_step_mfu`` line prints the same split), the rest of its step is host work
+(verification, keys, dispatch); TRL's generation (``_generate_single_turn``) and reward call
+(``_calculate_rewards``) are timed inside its steps, the rest is its scoring pass, update
+and loop.
 
 The ratio is TRL's median step time over rlvr_lab's: above 1, rlvr_lab's step is that many
 times faster on this machine. The two libraries share the cores, so run it on idle ones.
@@ -129,9 +132,25 @@ class Workload:
         return self.num_params() + mc.n_layers * 4 * mc.d_model
 
     def step_flops(self) -> float:
+        """rlvr_lab's model FLOPs per step (:func:`rlvr_lab.benchmarks.rl_step.step_flops`)."""
         from rlvr_lab.benchmarks import rl_step
 
         return rl_step.step_flops(self.config)
+
+    def per_row_flops(self) -> float:
+        """The model FLOPs of the same step with every row's prompt in the update's pass,
+        as TRL computes it (``share_prompt_prefix=False``)."""
+        from rlvr_lab.benchmarks import rl_step
+
+        return rl_step.step_flops(dataclasses.replace(self.config, share_prompt_prefix=False))
+
+    def sharing(self) -> str:
+        from rlvr_lab.train import sequence
+
+        shared = sequence.prompt_group(self.config, self.model_config,
+                                       self.num_generations) is not None
+        return ("the update runs each prompt's pass once for its group: share_prompt_prefix"
+                if shared else "every row's prompt + completion, as TRL")
 
 
 def workload() -> Workload:
@@ -406,8 +425,10 @@ def compare(steps: int = 20, warmup: int = 2, phase_repeats: int = 10) -> Measur
         f"plus attention biases), random weights, {work.num_prompts}x{work.num_generations} "
         f"completions of <= {work.max_new_tokens} tokens ({length}), one full-batch update "
         f"per step, beta 0, float32; reward: rlvr_lab's arithmetic verifier on the same problem "
-        f"pool on both sides (TRL via completion_ids); about the same model FLOPs per step "
-        f"(~{work.step_flops() / 1e9:.1f} GFLOP), so where time goes that they do not count: "
+        f"pool on both sides (TRL via completion_ids); model FLOPs per step: TRL "
+        f"~{work.per_row_flops() / 1e9:.1f} GFLOP (every row's prompt + completion), "
+        f"rlvr_lab ~{work.step_flops() / 1e9:.1f} ({work.sharing()}), so where time goes that "
+        f"they do not count: "
         f"rlvr_lab decode {share(roll, o2)}, update {share(update, o2)}, host work (verify, "
         f"keys, dispatch) {share(host, o2)} (phases timed on their own after the alternation); "
         f"{trl_where}; {times['versions']} (threads: {times['torch_threads']}), jax "

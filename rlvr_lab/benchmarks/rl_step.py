@@ -8,8 +8,9 @@ Trainer` exactly as the studies call it. The model is the issue's reference size
 them, every completion runs to the full 32 tokens in the compiled decode loop).
 
 Model FLOPs per step = 2 x params per generated token + 6 x params per trained token
-(prompt + completion, padded), the usual accounting; MFU = model FLOP/s over the FLOP/s of a
-2048^2 float32 matmul measured in the same run.
+(prompt + completion, padded; each prompt once per group where the update shares the
+prompt's pass, ``share_prompt_prefix``, as in this workload), the usual accounting; MFU =
+model FLOP/s over the FLOP/s of a 2048^2 float32 matmul measured in the same run.
 
 - ``rl_step_mfu``: one seed;
 - ``rl_step_mfu_8_seeds``: 8 seeds in one call (``seed_map``), per-seed MFU (FLOPs of 8 steps
@@ -59,14 +60,26 @@ def step_config(quick: bool) -> sequence.SequenceRLConfig:
                                      num_train_problems=512, eval_problems=8)
 
 
+def trained_tokens(config: sequence.SequenceRLConfig) -> int:
+    """Token positions one update's pass computes: every row's prompt + completion (padded),
+    or, where the prompt's pass is shared by its group (:func:`sequence.prompt_group`), each
+    prompt once plus every row's completion."""
+    mc = config.base.model_config()
+    rows = config.num_prompts * config.num_generations
+    new = config.base.max_new_tokens
+    if sequence.prompt_group(config, mc, config.num_generations) is None:
+        return rows * mc.max_len
+    return config.num_prompts * (mc.max_len - new) + rows * new
+
+
 def phase_flops(config: sequence.SequenceRLConfig) -> tuple[float, float]:
     """Model FLOPs of one step's ``(rollout, update)``: 2 x params per generated token and
-    6 x params per trained token (prompt + completion, padded)."""
+    6 x params per trained token (:func:`trained_tokens`)."""
     mc = config.base.model_config()
     rows = config.num_prompts * config.num_generations
     params = mc.num_params()
     return (rows * 2.0 * params * config.base.max_new_tokens,
-            rows * 6.0 * params * mc.max_len)
+            6.0 * params * trained_tokens(config))
 
 
 def step_flops(config: sequence.SequenceRLConfig) -> float:
@@ -126,13 +139,19 @@ def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
 
 
 def _malloc_setting() -> str:
-    """Whether this process runs with the command line's malloc tuning (``rlvr_lab.cli.
-    MALLOC_TUNABLES``: reused, huge-page temporaries), which the step's speed depends on."""
-    from rlvr_lab.allocator import MALLOC_TUNABLES
+    """How this process's malloc is set, which the step's speed depends on: ``"malloc tuned"``
+    under the command line's ``GLIBC_TUNABLES`` (:data:`rlvr_lab.allocator.MALLOC_TUNABLES`:
+    reused, huge-page temporaries), ``"malloc tuned in process"`` where ``import rlvr_lab``
+    applied them with ``mallopt`` (all but huge pages), else ``"malloc default"`` (with why)."""
+    from rlvr_lab import allocator
 
     tunables = os.environ.get("GLIBC_TUNABLES", "")
-    tuned = all(f"{k}={v}" in tunables for k, v in MALLOC_TUNABLES.items())
-    return "malloc tuned" if tuned else "malloc default"
+    if all(f"{k}={v}" in tunables for k, v in allocator.MALLOC_TUNABLES.items()):
+        return "malloc tuned"
+    result = allocator.tune_in_process()
+    return ("malloc tuned in process" if result == "tuned" else
+            f"malloc in process: {result}" if result.startswith("tuned") else
+            f"malloc default ({result})")
 
 
 @benchmark("rl_step_mfu")

@@ -288,7 +288,7 @@ def rows_of(stage_out: rollout_stages.Rollout) -> RolloutBatch:
                         flat(a["mask"]), flat(stage_out.behav_log_prob), flat(a["entropy"]))
 
 
-def prompt_group(config: SequenceRLConfig, policy: transformer.Policy,
+def prompt_group(config: SequenceRLConfig, model: transformer.TransformerConfig,
                  group_size: int) -> int | None:
     """The group size over which the update's scoring passes share each prompt's pass
     (``share_prompt_prefix``; :func:`rlvr_lab.models.transformer.score`'s ``group``), or None
@@ -301,7 +301,7 @@ def prompt_group(config: SequenceRLConfig, policy: transformer.Policy,
     apart)."""
     shared = (config.share_prompt_prefix and config.num_minibatches == 1
               and config.rollout == "uniform" and not config.data_parallel
-              and policy.config.act_hook is None and group_size > 1)
+              and model.act_hook is None and group_size > 1)
     return group_size if shared else None
 
 
@@ -315,7 +315,7 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
     """
     options = config.loss_options()
     loss_fn = core.policy_loss(config.policy_loss, options)
-    group = prompt_group(config, state.policy, rewards.shape[-1])
+    group = prompt_group(config, state.policy.config, rewards.shape[-1])
     score = lambda pol, rows: transformer_update.score(  # noqa: E731
         pol, rows, config.temperature, group=group)
 

@@ -48,3 +48,27 @@ def test_this_process_gets_a_definite_answer():
     # on this machine (glibc or not) the call returns one of the documented outcomes
     got = allocator.tune_in_process()
     assert got.split(" ")[0] in ("tuned", "off", "already", "not")
+
+
+def test_quiet_call_neither_prints_nor_keeps_a_refusal(capsys, monkeypatch):
+    monkeypatch.setattr(allocator, "_state", {})
+    monkeypatch.setattr(allocator, "_mallopt_all", lambda libc: "not applied: no glibc here")
+    assert allocator.tune_in_process(environ={}, quiet=True).startswith("not applied")
+    assert capsys.readouterr().out == "" and allocator._state == {}
+    allocator.tune_in_process(environ={})          # the trainer's call says it, once
+    assert capsys.readouterr().out.count("not applied") == 1
+
+
+def test_import_tunes_before_jax_runs_and_never_fails_on_a_bad_opt_out():
+    import subprocess
+    import sys
+    probe = ("import rlvr_lab, jax; from rlvr_lab import allocator; "
+             "print(allocator._state.get('result', 'not kept'))")
+    import platform
+    glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+    for value, want in (("1", ("tuned", "already") if glibc else ("not kept",)),
+                        ("0", ("off",)), ("yes", ("not kept",))):
+        env = {k: v for k, v in __import__("os").environ.items() if k != "GLIBC_TUNABLES"}
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                             env={**env, "RLVR_LAB_MALLOC": value}, check=True).stdout
+        assert out.strip().startswith(want), (value, out)

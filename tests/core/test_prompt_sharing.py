@@ -80,14 +80,14 @@ def test_bad_group_is_rejected(policy, group, match):
         T.score(policy, prompts, valid, comp, group=group)
 
 
-def test_the_update_shares_only_where_rows_keep_one_prompt_per_group(policy):
-    hook = T.Policy(dataclasses.replace(CFG, act_hook=lambda site, x: x), policy.params)
-    assert sequence.prompt_group(RL, policy, 4) == 4
-    assert sequence.prompt_group(RL, policy, 1) is None          # nothing to share
+def test_the_update_shares_only_where_rows_keep_one_prompt_per_group():
+    hook = dataclasses.replace(CFG, act_hook=lambda site, x: x)
+    assert sequence.prompt_group(RL, CFG, 4) == 4
+    assert sequence.prompt_group(RL, CFG, 1) is None             # nothing to share
     assert sequence.prompt_group(RL, hook, 4) is None            # a hook sees whole tensors
     for change in (dict(share_prompt_prefix=False), dict(num_minibatches=2),
                    dict(rollout="dynamic_sampling"), dict(data_parallel=True)):
-        assert sequence.prompt_group(dataclasses.replace(RL, **change), policy, 4) is None, change
+        assert sequence.prompt_group(dataclasses.replace(RL, **change), CFG, 4) is None, change
 
 
 def test_a_training_step_with_and_without_sharing_agrees():

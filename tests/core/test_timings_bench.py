@@ -1,6 +1,7 @@
 """Recorded experiment times (`list`), `bench --json/--save`, and `reproduce --jobs`."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -118,8 +119,13 @@ def test_rl_step_bench_config_and_flops():
     assert cfg.beta == 0.0 and cfg.num_iterations == cfg.num_minibatches == 1
     p = mc.num_params()
     assert 0.7e6 < p < 0.9e6
-    assert rl_step.step_flops(cfg) == pytest.approx(64 * (2 * p * 32 + 6 * p * 40))
-    assert rl_step.phase_flops(cfg) == pytest.approx((64 * 2 * p * 32, 64 * 6 * p * 40))
+    # the update shares each prompt's pass over its 8 completions: 8 x 8 + 64 x 32 positions
+    assert cfg.share_prompt_prefix and rl_step.trained_tokens(cfg) == 8 * 8 + 64 * 32
+    assert rl_step.step_flops(cfg) == pytest.approx(64 * 2 * p * 32 + 6 * p * (64 + 64 * 32))
+    assert rl_step.phase_flops(cfg) == pytest.approx((64 * 2 * p * 32, 6 * p * (64 + 64 * 32)))
+    per_row = dataclasses.replace(cfg, share_prompt_prefix=False)
+    assert rl_step.trained_tokens(per_row) == 64 * 40
+    assert rl_step.phase_flops(per_row) == pytest.approx((64 * 2 * p * 32, 64 * 6 * p * 40))
 
 
 def test_a_broken_pool_reruns_its_unfinished_experiments_once(tmp_path, monkeypatch, capsys):
