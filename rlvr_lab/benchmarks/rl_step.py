@@ -12,7 +12,9 @@ Model FLOPs per step = 2 x params per generated token + 6 x params per trained t
 prompt's pass, ``share_prompt_prefix``, as in this workload), the usual accounting; MFU =
 model FLOP/s over the FLOP/s of a 2048^2 float32 matmul measured in the same run.
 
-- ``rl_step_mfu``: one seed;
+- ``rl_step_mfu``: one seed; the line also times the same step in a fresh plain Python
+  process (:func:`plain_python_seconds`: no ``GLIBC_TUNABLES``, malloc as ``import rlvr_lab``
+  sets it), as a script or notebook runs it;
 - ``rl_step_mfu_8_seeds``: 8 seeds in one call (``seed_map``), per-seed MFU (FLOPs of 8 steps
   over the time of the 8-seed step), the price a multi-seed study pays per seed;
 - ``rl_step_mfu_bf16``: one seed with the linear layers in bfloat16 (``TransformerConfig.
@@ -109,15 +111,48 @@ def _phase_seconds(trainer: sequence.Trainer, key: jax.Array, state: sequence.Tr
     return timer(rollout, repeats), timer(update, repeats)
 
 
-def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
-             dtype: str = "float32") -> Measure:
+def _trainer(quick: bool, dtype: str = "float32") -> sequence.Trainer:
+    """The bench step's trainer (random weights of the config's model in ``dtype``)."""
     config = step_config(quick)
     mc = dataclasses.replace(config.base.model_config(), dtype=dtype)
-    policy = transformer.init(jax.random.key(0), mc)
-    trainer = sequence.Trainer(config, base_policy=policy)
+    return sequence.Trainer(config, base_policy=transformer.init(jax.random.key(0), mc))
+
+
+def plain_python_main(quick: bool, repeats: int) -> None:
+    """Print the best time (seconds) of the ``rl_step_mfu`` step over ``repeats`` calls: what
+    :func:`plain_python_seconds` runs in a fresh interpreter."""
+    print(best_time(_stepper(_trainer(quick), 1)[1], repeats))
+
+
+def plain_python_seconds(quick: bool, repeats: int) -> tuple[float, str]:
+    """The same step timed in a fresh plain Python process, as a script or notebook runs it:
+    no ``GLIBC_TUNABLES`` (the command line's restart), so malloc is as ``import rlvr_lab``
+    leaves it. Returns ``(best seconds, that process's malloc setting)``; raises
+    ``RuntimeError`` with the child's last line when it fails."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    code = ("from rlvr_lab import allocator; from rlvr_lab.benchmarks import rl_step; "
+            f"rl_step.plain_python_main({quick!r}, {repeats}); "
+            "print(allocator.tune_in_process())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=900)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode or len(lines) < 2:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"the plain-Python step failed: {last}")
+    return float(lines[-2]), lines[-1]
+
+
+def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
+             dtype: str = "float32") -> Measure:
+    trainer = _trainer(quick, dtype)
+    config, mc = trainer.config, trainer.base_policy.config
     key, one, holder = _stepper(trainer, num_seeds)
     # best of 10 (20): a step is ~0.2 s and this machine's speed drifts between calls
-    seconds = best_time(one, 10 if quick else 20)
+    repeats = 10 if quick else 20
+    seconds = best_time(one, repeats)
     roll_s, update_s = _phase_seconds(trainer, key, holder["state"], 5 if quick else 10)
     peak = matmul_peak(2048, 3, dtype)
     flops = num_seeds * step_flops(config)
@@ -125,6 +160,12 @@ def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
     roll_mfu, update_mfu = (num_seeds * f / s / peak
                             for f, s in zip(phase_flops(config), (roll_s, update_s)))
     per = f"{seconds / num_seeds * 1e3:.0f} ms per seed-step, " if num_seeds > 1 else ""
+    plain = ""
+    if num_seeds == 1 and dtype == "float32":
+        # the step as users run it: a fresh plain Python process, after this process's timing
+        plain_s, how = plain_python_seconds(quick, repeats)
+        plain = (f"; from a plain Python process (no GLIBC_TUNABLES, {how}) the same step takes "
+                 f"{plain_s * 1e3:.0f} ms ({plain_s / seconds:.2f}x this process's)")
     target = "no goal" if goal is None else f"goal >= {goal:g}"
     return Measure(name, mfu,
                    f"MFU {mfu:.1%} per seed: GRPO step (rollout + verify + update) of "
@@ -135,7 +176,7 @@ def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
                    f"model vs {peak / 1e9:.1f} GFLOP/s {dtype} matmul peak; on their own the "
                    f"rollout takes {roll_s * 1e3:.0f} ms at MFU {roll_mfu:.0%}, the update "
                    f"{update_s * 1e3:.0f} ms at {update_mfu:.0%}); {target}; "
-                   f"{jax.devices()[0].platform}, {_malloc_setting()}", goal=goal)
+                   f"{jax.devices()[0].platform}, {_malloc_setting()}{plain}", goal=goal)
 
 
 def _malloc_setting() -> str:

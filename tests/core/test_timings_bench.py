@@ -151,3 +151,28 @@ def test_a_broken_pool_reruns_its_unfinished_experiments_once(tmp_path, monkeypa
     assert out == ["result a", "result b", "result c"]
     assert [c[1] for c in calls] == [False, True] and sorted(calls[1][0]) == ["b", "c"]
     assert "rerunning 2 unfinished" in capsys.readouterr().err
+
+
+def test_plain_python_step_runs_in_a_fresh_process_without_the_tunables(monkeypatch):
+    """``rl_step_mfu``'s plain-Python figure: a child interpreter without ``GLIBC_TUNABLES``,
+    its best time and malloc setting read from its last two lines; a failed child is one
+    RuntimeError naming its last error line."""
+    import subprocess
+
+    from rlvr_lab.benchmarks import rl_step
+
+    seen = {}
+
+    def fake_run(argv, env, **kwargs):
+        seen.update(argv=argv, env=env)
+        return subprocess.CompletedProcess(argv, 0, "compiling\n0.125\ntuned\n", "")
+
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert rl_step.plain_python_seconds(True, 3) == (0.125, "tuned")
+    assert "GLIBC_TUNABLES" not in seen["env"]
+    assert "plain_python_main(True, 3)" in seen["argv"][-1]
+    monkeypatch.setattr(subprocess, "run", lambda argv, env, **kw: subprocess.CompletedProcess(
+        argv, 1, "", "Traceback ...\nValueError: RLVR_LAB_MALLOC='x' is not allowed"))
+    with pytest.raises(RuntimeError, match="plain-Python step failed: ValueError: RLVR_LAB"):
+        rl_step.plain_python_seconds(True, 3)
