@@ -133,9 +133,8 @@ def plain_python_seconds(quick: bool, repeats: int) -> tuple[float, str]:
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
-    code = ("from rlvr_lab import allocator; from rlvr_lab.benchmarks import rl_step; "
-            f"rl_step.plain_python_main({quick!r}, {repeats}); "
-            "print(allocator.tune_in_process())")
+    code = ("from rlvr_lab.benchmarks import rl_step; "
+            f"rl_step.plain_python_main({quick!r}, {repeats}); print(rl_step._malloc_setting())")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=900)
     lines = out.stdout.strip().splitlines()
@@ -164,7 +163,7 @@ def _measure(name: str, quick: bool, num_seeds: int, goal: float | None,
     if num_seeds == 1 and dtype == "float32":
         # the step as users run it: a fresh plain Python process, after this process's timing
         plain_s, how = plain_python_seconds(quick, repeats)
-        plain = (f"; from a plain Python process (no GLIBC_TUNABLES, {how}) the same step takes "
+        plain = (f"; from a plain Python process (no GLIBC_TUNABLES: {how}) the same step takes "
                  f"{plain_s * 1e3:.0f} ms ({plain_s / seconds:.2f}x this process's)")
     target = "no goal" if goal is None else f"goal >= {goal:g}"
     return Measure(name, mfu,
@@ -186,11 +185,10 @@ def _malloc_setting() -> str:
     applied them with ``mallopt`` (all but huge pages), else ``"malloc default"`` (with why)."""
     from rlvr_lab import allocator
 
-    tunables = os.environ.get("GLIBC_TUNABLES", "")
-    if all(f"{k}={v}" in tunables for k, v in allocator.MALLOC_TUNABLES.items()):
-        return "malloc tuned"
+    # tune_in_process reads GLIBC_TUNABLES itself (and is a cached no-op after import)
     result = allocator.tune_in_process()
-    return ("malloc tuned in process" if result == "tuned" else
+    return ("malloc tuned" if result.startswith("already") else
+            "malloc tuned in process" if result == "tuned" else
             f"malloc in process: {result}" if result.startswith("tuned") else
             f"malloc default ({result})")
 
