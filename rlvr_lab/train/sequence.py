@@ -401,6 +401,10 @@ def update(key: jax.Array, state: TrainState, ref_policy: transformer.Policy,
 # drivers with the same config and shapes share one compiled program.
 mapped_update = transformer_update.seed_mapped(update, (0, 0, None, 0, 0, None),
                                                static_argnums=5)
+# the same with a reference policy per seed (seeds from several SFT bases, each its own
+# reference: rlvr_lab.train.bases.BatchedBases)
+mapped_update_each_ref = transformer_update.seed_mapped(update, (0, 0, 0, 0, 0, None),
+                                                        static_argnums=5)
 
 
 # ----------------------------------------------------------------------------- the runner
@@ -528,6 +532,10 @@ class Trainer:
         self._stage = threaded_seed_map(stage_one, (0, 0, 0, None, None), DECODE_COMPILE)
         self._eval = threaded_seed_map(eval_one, (0, 0, None, None), DECODE_COMPILE,
                                        num_rows=self.eval_prompts.shape[0])
+        # the same evaluation with held-out prompts per seed (seeds from several SFT bases,
+        # rlvr_lab.train.bases.BatchedBases); compiled only when called
+        self._eval_each = threaded_seed_map(eval_one, (0, 0, 0, 0), DECODE_COMPILE,
+                                            num_rows=self.eval_prompts.shape[0])
         self._pass_at = jax.jit(metrics.pass_at_k)
         self._init_opt = jax.jit(jax.vmap(opt.init))
 
@@ -640,15 +648,23 @@ class Trainer:
         """pass@k on the held-out problems, ``[S, eval_samples]`` for k = 1..n."""
         num_seeds = jax.tree.leaves(state.opt_state)[0].shape[0]
         keys = streams.each(self.step_keys(key, step, num_seeds), streams.EVALUATION)
-        tokens = np.asarray(self._eval(keys, state.policy, self.eval_prompts, self.eval_valid))
-        n, m = self.config.eval_samples, len(self.eval_problems)
-        out = np.zeros((num_seeds, n))
-        for s in range(num_seeds):
+        tokens = self._eval(keys, state.policy, self.eval_prompts, self.eval_valid)
+        return self.heldout_pass_at(tokens, [self.eval_problems] * num_seeds)
+
+    def heldout_pass_at(self, tokens: ArrayLike,
+                        problems: list[list[tasks.Problem]]) -> np.ndarray:
+        """pass@k ``[S, n]`` (k = 1..n, n = ``eval_samples``, unbiased estimator, mean over
+        problems) of sampled held-out tokens ``[S, n*m, N]`` (rows: sample-major), where
+        ``problems[s]`` are seed ``s``'s ``m`` problems."""
+        tokens = np.asarray(tokens)
+        n = self.config.eval_samples
+        ks = np.arange(1, n + 1)
+        out = np.zeros((tokens.shape[0], n))
+        for s, probs in enumerate(problems):
             _, correct = tasks.score_completions(
-                self.eval_problems, tokens[s].reshape(n, m, -1),
+                probs, tokens[s].reshape(n, len(probs), -1),
                 allow_truncated=self.config.allow_truncated_completions)
             counts = correct.sum(0)
-            ks = np.arange(1, n + 1)
             out[s] = np.asarray(self._pass_at(n, counts[:, None], ks[None, :])).mean(0)
         return out
 
