@@ -25,7 +25,13 @@ model FLOP/s over the FLOP/s of a 2048^2 float32 matmul measured in the same run
   second: the training step of ``tiny_grpo``'s quick arm (the ``quick`` SFT preset's d_model
   64, 2-layer model, 32 prompts x 8 completions, two PPO-clip minibatches; :func:`study_config`)
   over 8 seeds in one seed-mapped call, against the same step run for one seed at a time
-  (ratio: how much mapping the seeds buys). Held-out evaluations are not included.
+  (ratio: how much mapping the seeds buys). Held-out evaluations are not included;
+- ``small_study_bases``: the same step as the claims engine runs a look of the full plan,
+  4 SFT bases x 2 seeds: all 8 seeds in one :class:`rlvr_lab.train.bases.BatchedBases` step
+  against one step per base, one base after another (the loop :func:`rlvr_lab.train.bases.
+  run_bases` ran before), timed alternately in one run. Each seed runs the same per-seed
+  program either way (bit for bit the same numbers), so the ratio is what one call per phase
+  saves in host work: dispatches, key schedules, prompt draws, thread hand-offs.
 
 Each line also times the step's rollout and update on their own, each with its MFU on its own
 FLOPs: the decode's matmuls are a few rows each and run far below the peak, so the step's MFU
@@ -44,10 +50,10 @@ import os
 import jax
 import jax.numpy as jnp
 
-from rlvr_lab.benchmarks import Measure, benchmark, best_time
+from rlvr_lab.benchmarks import Measure, benchmark, best_time, wall_times
 from rlvr_lab.benchmarks.transformer import matmul_peak
 from rlvr_lab.models import transformer
-from rlvr_lab.train import sequence, sft
+from rlvr_lab.train import bases, sequence, sft
 from rlvr_lab import random_streams as streams
 
 PROMPTS, GENERATIONS, NEW_TOKENS = 8, 8, 32
@@ -266,4 +272,52 @@ def small_study_seed_steps(quick: bool) -> Measure:
                    f"{config.base.max_new_tokens} new tokens, {config.num_minibatches} "
                    f"minibatches, beta 0; best of {repeats} after a compiling step; held-out "
                    f"evaluations not included; {jax.devices()[0].platform}, "
+                   f"{_malloc_setting()}")
+
+
+STUDY_BASES, STUDY_SEEDS_PER_BASE = 4, 2   # the full plan's first look (tiny_grpo, drgrpo)
+
+
+def _per_base_stepper(trainers: list, base_ids: list, seeds_per_base: int):
+    """``one()``: the next step of every base's own run (:func:`rlvr_lab.train.bases.base_key`
+    keys), one base after another, waiting for each; the compiling step has run."""
+    key = jax.random.key(1)
+    holder = {"states": [t.init_state(seeds_per_base) for t in trainers], "step": 0}
+
+    def one():
+        holder["states"] = [t.train_step(bases.base_key(key, b), state, holder["step"])[0]
+                            for t, b, state in zip(trainers, base_ids, holder["states"])]
+        holder["step"] += 1
+        jax.block_until_ready(holder["states"])
+
+    one()
+    return one
+
+
+@benchmark("small_study_bases")
+def small_study_bases(quick: bool) -> Measure:
+    config = study_config()
+    mc = config.base.model_config()
+    ids, spb = list(range(STUDY_BASES)), STUDY_SEEDS_PER_BASE
+    # random weights per base (no SFT runs): the cost of a step does not depend on them
+    trainers = [sequence.Trainer(bases.with_base(config, b),
+                                 base_policy=transformer.init(jax.random.key(b), mc))
+                for b in ids]
+    batched = bases.BatchedBases(trainers, ids, spb)
+    per_base = _per_base_stepper(trainers, ids, spb)
+    together = _stepper(batched, batched.num_seeds)[1]
+    repeats = 3 if quick else 8
+    loop_times, batched_times = [], []
+    for _ in range(repeats):           # alternately: the machine's drift hits both alike
+        loop_times += wall_times(per_base, 1)
+        batched_times += wall_times(together, 1)
+    seeds = batched.num_seeds
+    rate, loop_rate = seeds / min(batched_times), seeds / min(loop_times)
+    return Measure("small_study_bases", rate / loop_rate,
+                   f"{rate:.1f} seed-steps/s ({1e3 / rate:.0f} ms per seed-step) with "
+                   f"{STUDY_BASES} SFT bases x {spb} seeds in one BatchedBases train_step vs "
+                   f"{loop_rate:.1f} with one train_step per base; the step of "
+                   f"small_study_seed_steps, same per-seed programs (the ratio is host work "
+                   f"saved); best of {repeats}, alternated, after a compiling step; "
+                   f"held-out evaluations not included; {jax.devices()[0].platform}, "
                    f"{_malloc_setting()}")

@@ -201,19 +201,29 @@ def run_bases(config: sequence.SequenceRLConfig, key: jax.Array, bases: Sequence
     ``seconds`` its own; batched, each base gets an equal share of the whole)."""
     make = trainer or (lambda cfg: sequence.Trainer(cfg, verbose=verbose))
     bases = [_check_base(b) for b in bases]
+    trainers = [make(with_base(config, b)) for b in bases]
+    return run_trainers(trainers, key, bases, seeds_per_base, batch=batch, verbose=verbose)
+
+
+def run_trainers(trainers: Sequence[sequence.Trainer], key: jax.Array, bases: Sequence[int],
+                 seeds_per_base: int, *, batch: bool | None = None,
+                 verbose: bool = False) -> list[sequence.Run]:
+    """:func:`run_bases` with the trainers already built: ``trainers[i]`` is the arm's
+    trainer from base ``bases[i]`` (e.g. trainers that share compiled calls with other
+    arms). ``batch`` as in :func:`run_bases`."""
+    bases = [_check_base(b) for b in bases]
+    if len(trainers) != len(bases):
+        raise ValueError(f"run_trainers needs one trainer per base; got {len(trainers)} "
+                         f"trainers for bases={bases!r}")
     if batch is None:
-        batch = batchable(config) and len(bases) > 1
+        batch = len(bases) > 1 and all(batchable(t.config) for t in trainers)
     if batch:
-        trainers = [make(with_base(config, b)) for b in bases]
         batched = BatchedBases(trainers, bases, seeds_per_base)
-        run = sequence.run(config, key, batched.num_seeds, trainer=batched, verbose=verbose)
+        run = sequence.run(batched.config, key, batched.num_seeds, trainer=batched,
+                           verbose=verbose)
         return split_run(run, len(bases))
-    runs = []
-    for b in bases:
-        cfg = with_base(config, b)
-        runs.append(sequence.run(cfg, base_key(key, b), seeds_per_base, trainer=make(cfg),
-                                 verbose=verbose))
-    return runs
+    return [sequence.run(t.config, base_key(key, b), seeds_per_base, trainer=t,
+                         verbose=verbose) for t, b in zip(trainers, bases)]
 
 
 def per_seed(runs: Sequence[sequence.Run], fn: Callable[[sequence.Run], np.ndarray]

@@ -104,6 +104,15 @@ def test_study_seed_steps_line_is_registered_with_the_quick_arm():
     assert cfg.beta == 0.0 and rl_step.STUDY_SEEDS == 8
 
 
+def test_study_bases_line_is_registered_with_the_full_plans_first_look():
+    from simulations import tiny_grpo
+
+    assert "small_study_bases" in benchmarks.names()
+    plan = tiny_grpo.FULL_PLAN
+    assert (rl_step.STUDY_BASES, rl_step.STUDY_SEEDS_PER_BASE) == (plan.bases,
+                                                                  plan.seeds_per_base)
+
+
 def test_bank_line_has_no_goal_and_says_what_bounds_it():
     from rlvr_lab.benchmarks import bandit
 

@@ -117,8 +117,8 @@ def _same(a, b, fields) -> bool:
 def make_trainers(configs: dict,
                   trainer_cls: type[sequence.Trainer] = PartialCreditTrainer) -> dict:
     """One trainer per config, built on one SFT base; a trainer reuses the compiled rollout of
-    an earlier one with the same sampling fields and the compiled evaluator of the first with
-    the same decoding (its ``_rollout`` / ``_eval`` attributes, when present)."""
+    an earlier one with the same sampling fields and the compiled evaluators of the first with
+    the same decoding (its ``_rollout``, ``_eval``, ``_eval_each`` attributes, when present)."""
     trainers: dict = {}
     base_policy = None
     for name, cfg in configs.items():
@@ -127,6 +127,7 @@ def make_trainers(configs: dict,
         for other in trainers.values():
             if _same(tr.config, other.config, _EVAL_FIELDS) and hasattr(other, "_eval"):
                 tr._eval = other._eval
+                tr._eval_each = getattr(other, "_eval_each", tr._eval_each)
             if _same(tr.config, other.config, _SAMPLER_FIELDS) and hasattr(other, "_rollout"):
                 tr._rollout = other._rollout
         trainers[name] = tr

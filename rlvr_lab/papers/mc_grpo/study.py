@@ -511,16 +511,17 @@ def run_small_bases(configs: dict, key, base_ids: Sequence[int], seeds_per_base:
 
     Returns ``({arm: [Run per base]}, [laws per base])``."""
     run_only = set(configs if run_only is None else run_only)
-    runs: dict = {name: [] for name in configs if name in run_only}
-    laws = []
-    for b in base_ids:
-        trainers = small.make_trainers({n: bases.with_base(c, b) for n, c in configs.items()})
-        laws.append(small.reward_law(next(iter(trainers.values())), bases.base_key(law_key, b),
-                                     num_prompts=law_prompts, samples=law_samples))
-        items = [(n, tr) for n, tr in trainers.items() if n in run_only]
-        if progress is not None:
-            items = progress(items, f"arms, base {b}")
-        for name, tr in items:
-            runs[name].append(sequence.run(tr.config, bases.base_key(key, b), seeds_per_base,
-                                           trainer=tr))
+    # every base's trainers first (an arm's trainers share compiled calls with the base's
+    # other arms), then each arm over all bases as one run where it batches
+    per_base = [small.make_trainers({n: bases.with_base(c, b) for n, c in configs.items()})
+                for b in base_ids]
+    laws = [small.reward_law(next(iter(trainers.values())), bases.base_key(law_key, b),
+                             num_prompts=law_prompts, samples=law_samples)
+            for trainers, b in zip(per_base, base_ids)]
+    items = [name for name in configs if name in run_only]
+    if progress is not None:
+        items = progress(items, f"arms, bases {list(base_ids)}")
+    runs = {name: bases.run_trainers([trainers[name] for trainers in per_base], key,
+                                     base_ids, seeds_per_base)
+            for name in items}
     return runs, laws
