@@ -253,10 +253,10 @@ fp8_config = F.rl_config(QUICK)
 if QUICK:
     fp8_config = dataclasses.replace(fp8_config, steps=6, eval_every=6)
 base_ids = [0] if QUICK else list(range(plan.bases))
-built, frames, numbers = {}, [], []    # built: compiled pieces shared by every base
-for b in base_ids:
-    df_b = fp8_study.train_treatments(bases.base_key(jax.random.key(3), b), plan.seeds_per_base,
-                                    bases.with_base(fp8_config, b), built=built)
+# every base's seeds of a treatment in one run (bases.run_trainers); one frame per base
+frames, numbers = [], []
+for b, df_b in zip(base_ids, fp8_study.train_treatments_bases(
+        jax.random.key(3), base_ids, plan.seeds_per_base, fp8_config)):
     frames.append(df_b.assign(base=b, seed=df_b.seed + b * plan.seeds_per_base))
     numbers.append(fp8_study.seed_numbers(df_b))     # per-seed paired differences of this base
 runs = pd.concat(frames, ignore_index=True)

@@ -219,11 +219,10 @@ def fp8(ctx):
         arms = {"fp32"} | {TRAINING[c][1] for c in open_ids if c in TRAINING}
         chosen = {name: v for name, v in every.items() if name in arms}
         numbers = []
-        for b in base_ids:
-            trainers: dict = {}
-            df = study.train_treatments(bases.base_key(key, b), per_base,
-                                        bases.with_base(config, b), chosen=chosen,
-                                        trainers=trainers, built=built)
+        by_base: list[dict] = []
+        dfs = study.train_treatments_bases(key, base_ids, per_base, config, chosen=chosen,
+                                           trainers=by_base, built=built)
+        for b, df, trainers in zip(base_ids, dfs, by_base):
             frames.append(df.assign(base=b, seed=df.seed + b * per_base))
             numbers.append(study.seed_numbers(df))
             if any(c in BLOCKS for c in open_ids):

@@ -23,7 +23,7 @@ import pandas as pd
 from rlvr_lab import plotting
 from rlvr_lab.models import transformer
 from rlvr_lab.papers.fp8 import mismatch, quant
-from rlvr_lab.train import sequence, sft
+from rlvr_lab.train import bases, sequence, sft
 from rlvr_lab.utils import jit_cpu_options
 from rlvr_lab import random_streams as streams
 
@@ -271,22 +271,63 @@ def train_treatments(key, num_seeds: int, config: sequence.SequenceRLConfig, *, 
     chosen = treatments() if chosen is None else chosen
     base_policy = (sft.load_or_train(config.base, verbose=False) if base_policy is None
                    else base_policy)
-    frames = []
     built = {} if built is None else built
+    frames = []
     for name, (qcfg, correction) in chosen.items():
-        cfg = dataclasses.replace(config, rollout_correction=correction)
-        rollout_fn = None if qcfg is None else quant.make_rollout_fn(qcfg)
-        trainer = sequence.Trainer(cfg, base_policy=base_policy, rollout_fn=rollout_fn)
-        share_compiled(trainer, qcfg, built)
+        trainer = _treatment_trainer(config, qcfg, correction, base_policy, built)
         if trainers is not None:
             trainers[name] = trainer
-        run = sequence.run(cfg, key, num_seeds, trainer=trainer)
-        ev = run.eval_frame()
-        ev = ev[ev.k == 1].drop(columns="k").rename(columns={"pass_at_k": "value"})
-        frames += [run.frame().assign(treatment=name),
-                   ev.assign(metric="heldout_pass1", treatment=name)]
-    cols = ["treatment", "seed", "step", "metric", "value"]
-    return pd.concat(frames, ignore_index=True)[cols]
+        run = sequence.run(trainer.config, key, num_seeds, trainer=trainer)
+        frames.append(_treatment_frame(name, run))
+    return pd.concat(frames, ignore_index=True)[_COLUMNS]
+
+
+def train_treatments_bases(key, base_ids, num_seeds: int, config: sequence.SequenceRLConfig,
+                           *, chosen=None, trainers: list | None = None,
+                           built: dict | None = None) -> list[pd.DataFrame]:
+    """:func:`train_treatments` from each SFT base in ``base_ids``
+    (:func:`rlvr_lab.train.bases.with_base`, keys :func:`~rlvr_lab.train.bases.base_key`):
+    one frame per base, as ``train_treatments(base_key(key, b), num_seeds, with_base(config,
+    b))`` gives it, bit for bit with two or more seeds per base. Each treatment runs every
+    base's seeds as one run (:func:`rlvr_lab.train.bases.run_trainers`). ``trainers``: a list
+    that receives each base's ``{treatment: Trainer}``."""
+    chosen = treatments() if chosen is None else chosen
+    built = {} if built is None else built
+    configs = [bases.with_base(config, b) for b in base_ids]
+    policies = [sft.load_or_train(c.base, verbose=False) for c in configs]
+    per_base: list[dict] = [{} for _ in configs]
+    frames: list[list] = [[] for _ in configs]
+    for name, (qcfg, correction) in chosen.items():
+        built_now = [_treatment_trainer(c, qcfg, correction, p, built)
+                     for c, p in zip(configs, policies)]
+        for mine, tr in zip(per_base, built_now):
+            mine[name] = tr
+        for frame, run in zip(frames, bases.run_trainers(built_now, key, base_ids, num_seeds)):
+            frame.append(_treatment_frame(name, run))
+    if trainers is not None:
+        trainers.extend(per_base)
+    return [pd.concat(f, ignore_index=True)[_COLUMNS] for f in frames]
+
+
+_COLUMNS = ["treatment", "seed", "step", "metric", "value"]
+
+
+def _treatment_trainer(config, qcfg, correction: str, base_policy, built: dict):
+    """The trainer of one treatment: ``correction`` applied, rollouts through ``qcfg``'s
+    fake-quantised engine (None: float32), compiled pieces shared through ``built``."""
+    cfg = dataclasses.replace(config, rollout_correction=correction)
+    rollout_fn = None if qcfg is None else quant.make_rollout_fn(qcfg)
+    trainer = sequence.Trainer(cfg, base_policy=base_policy, rollout_fn=rollout_fn)
+    share_compiled(trainer, qcfg, built)
+    return trainer
+
+
+def _treatment_frame(name: str, run: sequence.Run) -> pd.DataFrame:
+    """A treatment's per-step metrics and held-out pass@1 (``heldout_pass1``), long form."""
+    ev = run.eval_frame()
+    ev = ev[ev.k == 1].drop(columns="k").rename(columns={"pass_at_k": "value"})
+    return pd.concat([run.frame().assign(treatment=name),
+                      ev.assign(metric="heldout_pass1", treatment=name)], ignore_index=True)
 
 
 def share_compiled(trainer, qcfg, built: dict) -> None:
@@ -298,7 +339,7 @@ def share_compiled(trainer, qcfg, built: dict) -> None:
     apart from that update-only setting, so evaluation (float32 sampling) is the same for all,
     and the rollout the same for the same quantisation.
     """
-    for attr, tag in (("_eval", None), ("_rollout", qcfg)):
+    for attr, tag in (("_eval", None), ("_eval_each", None), ("_rollout", qcfg)):
         if not hasattr(trainer, attr):  # the Trainer changed: just compile again
             continue
         donor = built.setdefault((attr, tag), getattr(trainer, attr))

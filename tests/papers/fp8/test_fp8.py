@@ -170,3 +170,21 @@ def test_placement_trends_is_one_rank_correlation_per_base_and_placement():
     # a constant metric has no trend: 0, not NaN
     flat = table.assign(kl=1.0)
     assert np.all(placement_trends(flat, "weights", "e4m3", magnitude=8.0)[0] == 0.0)
+
+
+def test_treatments_of_several_bases_equal_each_bases_own_run():
+    """``train_treatments_bases`` (every base's seeds of a treatment in one run) gives each
+    base's frame of ``train_treatments`` from that base, bit for bit (2 seeds per base)."""
+    from rlvr_lab.papers.fp8 import study
+    from rlvr_lab.train import bases
+
+    chosen = {"fp4+TIS": (COARSE, "tis")}     # a quantised engine and a corrected update
+    key, ids = jax.random.key(4), (0, 1)
+    trainers: list = []
+    together = study.train_treatments_bases(key, ids, 2, RL, chosen=chosen, trainers=trainers)
+    assert len(together) == len(ids) and [sorted(t) for t in trainers] == [sorted(chosen)] * 2
+    for b, df in zip(ids, together):
+        alone = study.train_treatments(bases.base_key(key, b), 2, bases.with_base(RL, b),
+                                       chosen=chosen)
+        pd.testing.assert_frame_equal(df, alone, check_exact=True)
+    assert not together[0].value.equals(together[1].value)
