@@ -16,7 +16,7 @@
 # %% [markdown]
 # # The small-model setting: a tiny transformer, SFT, then GRPO
 #
-# **Runtime:** 23 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-06); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 14 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-07); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).

@@ -16,7 +16,7 @@
 # %% [markdown]
 # # Rollout efficiency on the small model: SPEC-RL and FP8 rollouts
 #
-# **Runtime:** 37 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-07 while other jobs shared the cores, load 3.2: an upper bound); full settings (`RLVR_LAB_QUICK=0`) take longer
+# **Runtime:** 32 s in quick mode on 2 CPU cores (measured by `notebooks/execute.py`, 2026-12-07); full settings (`RLVR_LAB_QUICK=0`) take longer
 #
 # Quick settings are the default; set `RLVR_LAB_QUICK=0` before starting Jupyter for the full settings
 # (slower; the committed figures of `rlvr-lab reproduce` use them).
