@@ -67,7 +67,9 @@ class BatchedBases(sequence.Trainer):
     a seed carries its base's policy, reference policy, training pool and held-out problems;
     its keys are those of its base's own run (:func:`base_key`). The compiled calls are those
     of ``trainers[0]`` (the bases' configs differ only in the SFT seed, which they do not
-    read); prompts are drawn by each base's own draw (its pool size is static in it).
+    read; trainers with a custom ``rollout_fn`` must all sample alike); prompts are drawn by
+    each base's own draw (its pool size is static in it). A base's data (pool, held-out
+    problems) stay on its trainer, ``trainers[i]``.
 
     The numbers: every compiled call maps seeds one after another
     (:func:`rlvr_lab.train.seed_axis.seed_map`), so with two or more seeds per base each seed
@@ -177,7 +179,12 @@ def batchable(config: sequence.SequenceRLConfig) -> bool:
 def split_run(run: sequence.Run, num_runs: int) -> list[sequence.Run]:
     """A run of ``num_runs`` equal blocks of seeds as one run per block (the inverse of
     :func:`concat_runs`); each gets an equal share of the wall time."""
-    size = np.asarray(run.evals["pass_at"]).shape[1] // num_runs
+    num_seeds = np.asarray(run.evals["pass_at"]).shape[1]
+    if isinstance(num_runs, bool) or not isinstance(num_runs, int) or num_runs < 1 \
+            or num_seeds % num_runs:
+        raise ValueError(f"num_runs={num_runs!r} is not allowed; it must be a positive "
+                         f"integer that divides the run's {num_seeds} seeds")
+    size = num_seeds // num_runs
     part = lambda i: lambda x: np.asarray(x)[i * size:(i + 1) * size]  # noqa: E731
     cols = lambda i: lambda x: np.asarray(x)[:, i * size:(i + 1) * size]  # noqa: E731
     return [sequence.Run(state=jax.tree.map(part(i), run.state), steps_done=run.steps_done,

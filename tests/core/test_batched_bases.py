@@ -55,6 +55,8 @@ def test_split_run_inverts_concat_runs():
     for a, b in zip(runs, again):
         _equal_runs(a, b, exact=True)
         assert b.seconds == pytest.approx(sum(r.seconds for r in runs) / len(runs))
+    with pytest.raises(ValueError, match="num_runs=3"):
+        bases.split_run(bases.concat_runs(runs), 3)
 
 
 def test_batchable_and_refusals():
