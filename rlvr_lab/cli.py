@@ -400,7 +400,7 @@ def _cmd_bench(args) -> int:
         out = io.figures_dir()
         io.atomic_write_text(out / "bench.json", json.dumps(records, indent=1) + "\n")
         title = (f"rlvr-lab bench{' --quick' if args.quick else ''}, {os.cpu_count()} CPU "
-                 f"cores, {time.strftime('%Y-%m-%d')}")
+                 f"cores ({benchmarks.cpu_description()}), {time.strftime('%Y-%m-%d')}")
         plotting.save_figure(benchmarks.figure(measures, title=title), "bench", out)
         print(f"wrote {out / 'bench.json'} and bench.png/.pdf", file=sys.stderr)
         from rlvr_lab import report

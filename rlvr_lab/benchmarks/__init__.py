@@ -82,6 +82,29 @@ def figure(measures: list[Measure], title: str = "rlvr-lab bench") -> Figure:
     return fig
 
 
+def cpu_description() -> str:
+    """The CPU's model name and widest vector extension (Linux ``/proc/cpuinfo``; elsewhere
+    ``platform.processor()``), for the titles of saved bench tables: the same code reads
+    very differently on different CPUs."""
+    import platform
+
+    name, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not name:
+                    name = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    name = name or platform.processor() or platform.machine() or "unknown CPU"
+    vector = next((label for flag, label in (("avx512f", "AVX-512"), ("avx2", "AVX2"),
+                                             ("sse4_2", "SSE4.2")) if flag in flags), None)
+    return name if vector is None else f"{name}, {vector}"
+
+
 def benchmark(name: str, *, overwrite: bool = False
               ) -> Callable[[Callable[[bool], Measure]], Callable[[bool], Measure]]:
     """Register ``fn(quick) -> Measure`` under ``name``."""

@@ -176,3 +176,23 @@ def test_plain_python_step_runs_in_a_fresh_process_without_the_tunables(monkeypa
         argv, 1, "", "Traceback ...\nValueError: RLVR_LAB_MALLOC='x' is not allowed"))
     with pytest.raises(RuntimeError, match="plain-Python step failed: ValueError: RLVR_LAB"):
         rl_step.plain_python_seconds(True, 3)
+
+
+def test_cpu_description_reads_cpuinfo_and_falls_back(tmp_path, monkeypatch):
+    import builtins
+
+    fake = tmp_path / "cpuinfo"
+    fake.write_text("processor\t: 0\nmodel name\t: Test CPU 9000\nflags\t\t: fpu sse4_2 avx2\n"
+                    "processor\t: 1\nmodel name\t: Test CPU 9000\nflags\t\t: fpu avx512f\n")
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(
+        fake if str(path) == "/proc/cpuinfo" else path, *a, **k))
+    assert benchmarks.cpu_description() == "Test CPU 9000, AVX2"    # the first CPU's flags
+
+    def no_cpuinfo(path, *a, **k):
+        if str(path) == "/proc/cpuinfo":
+            raise OSError("no such file")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", no_cpuinfo)
+    assert benchmarks.cpu_description()       # platform's name, never empty
