@@ -21,8 +21,14 @@ def _equal_runs(a: sequence.Run, b: sequence.Run, exact: bool):
         check(np.asarray(a.history[k]), np.asarray(b.history[k]))
     np.testing.assert_array_equal(a.evals["step"], b.evals["step"])
     check(np.asarray(a.evals["pass_at"]), np.asarray(b.evals["pass_at"]))
-    for x, y in zip(jax.tree.leaves(a.state.policy), jax.tree.leaves(b.state.policy)):
-        check(np.asarray(x), np.asarray(y))
+    x, y = (np.concatenate([np.asarray(v).ravel() for v in jax.tree.leaves(r.state.policy)])
+            for r in (a, b))
+    if exact:
+        np.testing.assert_array_equal(x, y)
+    else:
+        # Adam normalises each coordinate's gradient, so where a gradient is near zero float
+        # rounding can move that coordinate by up to the learning rate: nearly all agree
+        assert np.mean(np.abs(x - y) > 1e-5) < 1e-3
 
 
 def test_batched_bases_equal_each_base_own_run_bitwise():
