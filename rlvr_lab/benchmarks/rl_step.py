@@ -278,22 +278,6 @@ def small_study_seed_steps(quick: bool) -> Measure:
 STUDY_BASES, STUDY_SEEDS_PER_BASE = 4, 2   # the full plan's first look (tiny_grpo, drgrpo)
 
 
-def _per_base_stepper(trainers: list, base_ids: list, seeds_per_base: int):
-    """``one()``: the next step of every base's own run (:func:`rlvr_lab.train.bases.base_key`
-    keys), one base after another, waiting for each; the compiling step has run."""
-    key = jax.random.key(1)
-    holder = {"states": [t.init_state(seeds_per_base) for t in trainers], "step": 0}
-
-    def one():
-        holder["states"] = [t.train_step(bases.base_key(key, b), state, holder["step"])[0]
-                            for t, b, state in zip(trainers, base_ids, holder["states"])]
-        holder["step"] += 1
-        jax.block_until_ready(holder["states"])
-
-    one()
-    return one
-
-
 @benchmark("small_study_bases")
 def small_study_bases(quick: bool) -> Measure:
     config = study_config()
@@ -304,7 +288,9 @@ def small_study_bases(quick: bool) -> Measure:
                                  base_policy=transformer.init(jax.random.key(b), mc))
                 for b in ids]
     batched = bases.BatchedBases(trainers, ids, spb)
-    per_base = _per_base_stepper(trainers, ids, spb)
+    # one step per base, one base after another (the loop run_bases ran before)
+    steppers = [_stepper(t, spb)[1] for t in trainers]
+    per_base = lambda: [one() for one in steppers]  # noqa: E731
     together = _stepper(batched, batched.num_seeds)[1]
     repeats = 3 if quick else 8
     loop_times, batched_times = [], []

@@ -110,9 +110,15 @@ class BatchedBases(sequence.Trainer):
         spb = self.seeds_per_base
         self._slices = [slice(i * spb, (i + 1) * spb) for i in range(len(trainers))]
         self._ref = None
-        each = lambda xs: jnp.concatenate([jnp.repeat(x[None], spb, 0) for x in xs])  # noqa: E731
-        self._eval_prompts = each([t.eval_prompts for t in trainers])
-        self._eval_valid = each([t.eval_valid for t in trainers])
+        self._eval_prompts, self._eval_valid = self._stack_bases(
+            [(t.eval_prompts, t.eval_valid) for t in trainers])
+        self._eval_problems = [list(t.eval_problems) for t in trainers for _ in range(spb)]
+
+    def _stack_bases(self, trees: list):
+        """One tree per base -> one tree with a leading seed axis (each base's ``spb`` times)."""
+        spb = self.seeds_per_base
+        return jax.tree.map(lambda *xs: jnp.concatenate(
+            [jnp.broadcast_to(x, (spb,) + jnp.shape(x)) for x in xs]), *trees)
 
     @property
     def num_seeds(self) -> int:
@@ -122,10 +128,7 @@ class BatchedBases(sequence.Trainer):
     def base_policy(self):
         """The SFT base of every seed (a leading seed axis): each seed's base's policy."""
         if self._ref is None:
-            self._ref = jax.tree.map(
-                lambda *xs: jnp.concatenate(
-                    [jnp.broadcast_to(x, (self.seeds_per_base,) + x.shape) for x in xs]),
-                *[t.base_policy for t in self.trainers])
+            self._ref = self._stack_bases([t.base_policy for t in self.trainers])
         return self._ref
 
     def init_state(self, num_seeds: int) -> sequence.TrainState:
@@ -166,9 +169,7 @@ class BatchedBases(sequence.Trainer):
     def evaluate(self, key, state, step):
         keys = streams.each(self.step_keys(key, step, self.num_seeds), streams.EVALUATION)
         tokens = self._eval_each(keys, state.policy, self._eval_prompts, self._eval_valid)
-        problems = [list(t.eval_problems) for t in self.trainers
-                    for _ in range(self.seeds_per_base)]
-        return self.heldout_pass_at(tokens, problems)
+        return self.heldout_pass_at(tokens, self._eval_problems)
 
 
 def batchable(config: sequence.SequenceRLConfig) -> bool:
@@ -180,8 +181,8 @@ def split_run(run: sequence.Run, num_runs: int) -> list[sequence.Run]:
     """A run of ``num_runs`` equal blocks of seeds as one run per block (the inverse of
     :func:`concat_runs`); each gets an equal share of the wall time."""
     num_seeds = np.asarray(run.evals["pass_at"]).shape[1]
-    if isinstance(num_runs, bool) or not isinstance(num_runs, int) or num_runs < 1 \
-            or num_seeds % num_runs:
+    _registry.positive_int("num_runs", num_runs)
+    if num_seeds % num_runs:
         raise ValueError(f"num_runs={num_runs!r} is not allowed; it must be a positive "
                          f"integer that divides the run's {num_seeds} seeds")
     size = num_seeds // num_runs
@@ -207,7 +208,7 @@ def run_bases(config: sequence.SequenceRLConfig, key: jax.Array, bases: Sequence
     :class:`BatchedBases` run; ``False`` runs the bases one after another (each run's
     ``seconds`` its own; batched, each base gets an equal share of the whole)."""
     make = trainer or (lambda cfg: sequence.Trainer(cfg, verbose=verbose))
-    bases = [_check_base(b) for b in bases]
+    bases = list(bases)            # run_trainers checks them
     trainers = [make(with_base(config, b)) for b in bases]
     return run_trainers(trainers, key, bases, seeds_per_base, batch=batch, verbose=verbose)
 
